@@ -1,0 +1,50 @@
+-- The job lifecycle, one query per step; each calls jobkit's SQL API (migration 0001).
+
+-- name: enqueue
+select {{ s }}.enqueue(%(type)s, %(payload)s, %(priority)s, %(run_at)s, %(max_attempts)s,
+                       %(idempotency_key)s) as id
+
+-- name: enqueue_many
+select ord, id from {{ s }}.enqueue_many(%(types)s, %(payloads)s, %(priorities)s, %(run_ats)s,
+                                         %(max_attempts)s, %(idempotency_keys)s)
+order by ord
+
+-- name: pick_jobs
+select * from {{ s }}.pick_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s)
+
+-- name: complete_jobs
+select * from {{ s }}.complete_jobs(%(ids)s, %(attempts)s, %(results)s) as id
+
+-- name: fail_jobs
+select id, status from {{ s }}.fail_jobs(%(ids)s, %(attempts)s, %(errors)s, %(retry_in)s, %(permanent)s)
+
+-- name: snooze_job
+select {{ s }}.snooze_job(%(id)s, %(attempt)s, %(delay)s) as ok
+
+-- name: extend_lease
+select {{ s }}.extend_lease(%(id)s, %(attempt)s, %(by)s) as lease_expires_at
+
+-- name: sweep_stuck
+select id, status from {{ s }}.sweep_stuck()
+
+-- name: sweep_dead
+select {{ s }}.sweep_dead() as moved
+
+-- name: retry_job
+select {{ s }}.retry_job(%(id)s) as ok
+
+-- name: cancel_job
+select {{ s }}.cancel_job(%(id)s) as ok
+
+-- name: prune
+select {{ s }}.prune(%(older_than)s, %(batch_size)s) as deleted
+
+-- name: get_job
+select * from {{ s }}.jobs where id = %(id)s
+
+-- name: job_attempts
+select attempt, worker_id, started_at, finished_at, outcome, error, duration
+from {{ s }}.job_attempts where job_id = %(id)s order by id
+
+-- name: count_by_status
+select type, status, count(*) as n from {{ s }}.jobs group by type, status order by type, status

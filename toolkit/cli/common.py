@@ -1,0 +1,39 @@
+"""Shared CLI plumbing: the state object, the --db-url option, settings loading."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from ..config import Settings, load_settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class State:
+    config_path: str | None = None
+    verbose: bool = False
+
+    def settings(self, db_url: str | None = None) -> Settings:
+        return load_settings(self.config_path, db_url=db_url)
+
+
+pass_state = click.make_pass_decorator(State, ensure=True)
+
+
+def db_url_option(func: F) -> F:
+    return click.option(
+        "--db-url", metavar="URL",
+        help="Database URL (default: $JOBKIT_DB_URL, $SUPABASE_DB_URL, $DATABASE_URL, "
+        "jobkit.toml, then the local cluster).",
+    )(func)
+
+
+def console(err: bool = False) -> Console:
+    """A rich console; plain text (no colour) when the output is not a terminal."""
+    return Console(stderr=err, highlight=False, soft_wrap=True)

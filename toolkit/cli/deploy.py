@@ -1,0 +1,101 @@
+"""`jobkit render` and `jobkit deploy`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..deploy import DeployOptions, DeployReport, deploy
+from ..durations import parse_duration
+from ..render import render_migrations, render_script, render_unit
+from ..supabase_project import write_migration
+from ..target import database
+from .common import State, db_url_option, pass_state
+
+
+@click.command()
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Write one file per migration into DIR instead of printing the script.")
+@click.option("--supabase", "supabase", is_flag=True,
+              help="Write the pending migrations as a Supabase CLI migration file.")
+@click.option("--supabase-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("supabase"), show_default=True, help="The Supabase CLI project folder.")
+@pass_state
+def render(state: State, out_dir: Path | None, supabase: bool, supabase_dir: Path) -> None:
+    """Print the SQL jobkit installs (deterministic: same config, same bytes).
+
+    \b
+    Examples:
+      jobkit render > jobkit.sql && psql "$DATABASE_URL" -f jobkit.sql
+      jobkit render --supabase        # supabase/migrations/<UTC timestamp>_jobkit_0001.sql
+      jobkit render --out build/sql   # build/sql/0001_core.sql, ...
+    """
+    settings = state.settings()
+    if supabase:
+        path = write_migration(settings, supabase_dir)
+        click.echo(f"wrote {path}" if path else "no new jobkit migrations: nothing written")
+    elif out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for migration in render_migrations(settings):
+            target = out_dir / f"{migration.version}_{migration.name}.sql"
+            target.write_text(render_unit(settings, migration), encoding="utf-8")
+            click.echo(f"wrote {target}")
+    else:
+        click.echo(render_script(settings), nl=False)
+
+
+@click.command("deploy")
+@db_url_option
+@click.option("--dry-run", is_flag=True, help="Print the SQL that would run; change nothing.")
+@click.option("--check", is_flag=True,
+              help="Exit 3 if the database is behind or drifted (the CI pull-request step).")
+@click.option("--lock-wait", default="5m", show_default=True,
+              help="How long to queue behind another deploy.")
+@pass_state
+def deploy_command(state: State, db_url: str | None, dry_run: bool, check: bool, lock_wait: str) -> None:
+    """Apply jobkit's pending migrations and sync job type settings.
+
+    Each migration runs in its own transaction with its history row, under an advisory lock:
+    concurrent deploys queue; a second run changes nothing.
+
+    \b
+    Examples:
+      jobkit deploy --db-url "$SUPABASE_DB_URL"
+      jobkit deploy --check       # exit 3 when behind: the CI step on pull requests
+      jobkit deploy --dry-run
+    """
+    settings = state.settings(db_url)
+    db = database(settings, application_name="jobkit deploy")
+    options = DeployOptions(dry_run=dry_run, check=check, lock_wait=parse_duration(lock_wait))
+    report = deploy(db, settings, options, echo=lambda m: click.echo(m, err=True))
+    _print_report(report, settings.schema, dry_run=dry_run, check=check)
+
+
+def _print_report(report: DeployReport, schema: str, *, dry_run: bool, check: bool) -> None:
+    for notice in dict.fromkeys(report.notices):
+        click.echo(f"note: {notice.removeprefix('jobkit: ')}", err=True)
+    if check:
+        click.echo(f"up to date: schema {schema} at {report.head}")
+    elif dry_run:
+        if report.sql:
+            click.echo(report.sql, nl=False)
+        click.echo(_dry_summary(report), err=True)
+    elif report.changed:
+        for label in report.applied:
+            click.echo(f"applied {label}")
+        if report.types_changed:
+            click.echo(f"synced job type settings: {', '.join(report.types_changed)}")
+        click.echo(f"schema {schema} is at {report.head}")
+    else:
+        click.echo(f"already up to date: schema {schema} at {report.head}; nothing changed")
+
+
+def _dry_summary(report: DeployReport) -> str:
+    parts = [f"would apply {', '.join(report.pending)}"] if report.pending else []
+    if report.types_changed:
+        parts.append(f"would sync job type settings: {', '.join(report.types_changed)}")
+    return "; ".join(parts) if parts else "nothing to do: the database is up to date"
+
+
+COMMANDS = (render, deploy_command)

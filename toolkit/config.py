@@ -1,0 +1,211 @@
+"""The one place that reads configuration: jobkit.toml, the environment and CLI overrides.
+
+Database URL precedence (first one set wins):
+  1. ``--db-url`` on the command line
+  2. ``JOBKIT_DB_URL``
+  3. ``SUPABASE_DB_URL``
+  4. ``DATABASE_URL``
+  5. ``db_url`` in jobkit.toml
+  6. the local cluster started by ``jobkit db start`` (under ``JOBKIT_HOME``, default ``./.jobkit``)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from .durations import parse_duration
+from .exceptions import ConfigError
+
+CONFIG_FILE = "jobkit.toml"
+URL_ENV_VARS = ("JOBKIT_DB_URL", "SUPABASE_DB_URL", "DATABASE_URL")
+_SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_TYPE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
+_RESERVED_SCHEMAS = {"public", "information_schema", "cron", "net", "vault", "extensions", "auth"}
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Retry delay: ``base * factor ** (attempt - 1)``, capped, then spread by ``± jitter``."""
+
+    base: timedelta = timedelta(seconds=30)
+    factor: float = 4.0
+    cap: timedelta = timedelta(hours=1)
+    jitter: float = 0.1
+
+
+@dataclass(frozen=True)
+class TypeConfig:
+    """Per job type settings; ``defaults`` applies to every type not listed."""
+
+    max_attempts: int = 3
+    lease: timedelta = timedelta(minutes=5)
+    backoff: Backoff = field(default_factory=Backoff)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything jobkit was configured with, validated."""
+
+    schema: str = "jobkit"
+    db_url: str | None = None
+    defaults: TypeConfig = field(default_factory=TypeConfig)
+    types: Mapping[str, TypeConfig] = field(default_factory=dict)
+    retention: timedelta = timedelta(days=7)
+    home: Path = Path(".jobkit")
+    source: Path | None = None
+
+    def type_config(self, job_type: str) -> TypeConfig:
+        return self.types.get(job_type, self.defaults)
+
+
+def load_settings(
+    path: str | Path | None = None,
+    *,
+    db_url: str | None = None,
+    schema: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Read jobkit.toml (``path``, ``JOBKIT_CONFIG`` or ./jobkit.toml when present) and the env."""
+    environ = os.environ if env is None else env
+    file = _config_path(path, environ)
+    data = _read_toml(file) if file else {}
+    settings = parse_settings(data, source=file)
+    url = db_url or next((environ[v] for v in URL_ENV_VARS if environ.get(v)), None)
+    home = Path(environ.get("JOBKIT_HOME") or settings.home)
+    overrides: dict[str, Any] = {"home": home}
+    if url:
+        overrides["db_url"] = url
+    if schema:
+        overrides["schema"] = _schema(schema)
+    return replace(settings, **overrides)
+
+
+def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Settings:
+    """Validate a parsed jobkit.toml document."""
+    _only(data, {"schema", "db_url", "defaults", "types", "retention"}, "jobkit.toml")
+    defaults = _type_config(data.get("defaults", {}), TypeConfig(), "[defaults]")
+    types = {
+        _type_name(name): _type_config(body, defaults, f"[types.{name}]")
+        for name, body in _table(data.get("types", {}), "[types]").items()
+    }
+    return Settings(
+        schema=_schema(data.get("schema", "jobkit")),
+        db_url=_opt_str(data.get("db_url"), "db_url"),
+        defaults=defaults,
+        types=types,
+        retention=_positive_duration(data.get("retention", "7d"), "retention"),
+        source=source,
+    )
+
+
+def _config_path(path: str | Path | None, environ: Mapping[str, str]) -> Path | None:
+    if path is not None:
+        return Path(path)
+    if environ.get("JOBKIT_CONFIG"):
+        return Path(environ["JOBKIT_CONFIG"])
+    default = Path(CONFIG_FILE)
+    return default if default.is_file() else None
+
+
+def _read_toml(file: Path) -> dict[str, Any]:
+    try:
+        with file.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {file} not found", hint="run `jobkit init` to write one") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: invalid TOML: {exc}", hint="fix the syntax at that line") from None
+
+
+def _type_config(body: Any, base: TypeConfig, where: str) -> TypeConfig:
+    table = _table(body, where)
+    _only(table, {"max_attempts", "lease", "backoff"}, where)
+    attempts = table.get("max_attempts", base.max_attempts)
+    if not isinstance(attempts, int) or isinstance(attempts, bool) or not 1 <= attempts <= 1000:
+        raise ConfigError(f"{where} max_attempts must be an integer from 1 to 1000, got {attempts!r}")
+    lease = _positive_duration(table.get("lease", base.lease), f"{where} lease")
+    backoff = _backoff(table.get("backoff", {}), base.backoff, f"{where} backoff")
+    return TypeConfig(max_attempts=attempts, lease=lease, backoff=backoff)
+
+
+def _backoff(body: Any, base: Backoff, where: str) -> Backoff:
+    table = _table(body, where)
+    _only(table, {"base", "factor", "cap", "jitter"}, where)
+    factor = table.get("factor", base.factor)
+    jitter = table.get("jitter", base.jitter)
+    if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not 1 <= factor <= 100:
+        raise ConfigError(f"{where} factor must be a number from 1 to 100, got {factor!r}")
+    if not isinstance(jitter, (int, float)) or isinstance(jitter, bool) or not 0 <= jitter < 1:
+        raise ConfigError(f"{where} jitter must be a fraction in [0, 1), got {jitter!r}")
+    result = Backoff(
+        base=_positive_duration(table.get("base", base.base), f"{where} base"),
+        factor=float(factor),
+        cap=_positive_duration(table.get("cap", base.cap), f"{where} cap"),
+        jitter=float(jitter),
+    )
+    if result.cap < result.base:
+        raise ConfigError(f"{where} cap ({table.get('cap')}) is shorter than base")
+    return result
+
+
+def _positive_duration(value: Any, what: str) -> timedelta:
+    if isinstance(value, timedelta):
+        delta = value
+    elif isinstance(value, str):
+        delta = parse_duration(value, what=what)
+    else:
+        raise ConfigError(f"{what} must be a duration string such as \"30s\", got {value!r}")
+    if delta < timedelta(seconds=1):
+        raise ConfigError(f"{what} must be at least 1s, got {value!r}")
+    return delta
+
+
+def _schema(value: Any) -> str:
+    if not isinstance(value, str) or not _SCHEMA_RE.match(value) or value.startswith("pg_"):
+        raise ConfigError(
+            f"schema {value!r} is not a valid schema name",
+            hint="use lower-case letters, digits and underscores, starting with a letter (e.g. jobkit)",
+        )
+    if value in _RESERVED_SCHEMAS:
+        raise ConfigError(
+            f"schema {value!r} is reserved or exposed through the Data API",
+            hint="use a schema of jobkit's own, e.g. jobkit",
+        )
+    return value
+
+
+def _type_name(value: str) -> str:
+    if not _TYPE_RE.match(value):
+        raise ConfigError(
+            f"job type {value!r} is not a valid name",
+            hint="use 1-100 letters, digits, and _ . : -",
+        )
+    return value
+
+
+def _table(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be a table, got {value!r}")
+    return value
+
+
+def _only(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key {unknown[0]!r}",
+            hint=f"allowed keys: {', '.join(sorted(allowed))}",
+        )
+
+
+def _opt_str(value: Any, what: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ConfigError(f"{what} must be a string, got {value!r}")

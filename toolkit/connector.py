@@ -1,0 +1,154 @@
+"""The connector seam: the only module that imports psycopg.
+
+Everything else talks to the database through :class:`Database` and :class:`Session`, with SQL text
+from the packaged .sql files and values as bound parameters. Driver errors become jobkit errors
+here, with any password in a URL redacted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, LiteralString, cast
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from .exceptions import ConnectionFailed, DatabaseError, PrerequisiteError
+
+Row = dict[str, Any]
+Params = Mapping[str, Any] | Sequence[Any] | None
+_PASSWORD_RE = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
+
+
+def redact(text: str) -> str:
+    """Hide the password of any URL in ``text``."""
+    return _PASSWORD_RE.sub(r"\1***@", text)
+
+
+def json_param(value: Any) -> Jsonb:
+    """Wrap a Python value for a jsonb parameter."""
+    return Jsonb(value)
+
+
+class Session:
+    """One open connection. Statements run in autocommit unless inside :meth:`transaction`."""
+
+    def __init__(self, conn: psycopg.Connection[Row]) -> None:
+        self._conn = conn
+        self.notices: list[str] = []
+        conn.add_notice_handler(lambda diag: self.notices.append(diag.message_primary or ""))
+
+    def execute(self, sql: str, params: Params = None) -> None:
+        with _translated():
+            self._conn.execute(_q(sql), params)
+
+    def all(self, sql: str, params: Params = None) -> list[Row]:
+        with _translated():
+            return self._conn.execute(_q(sql), params).fetchall()
+
+    def one(self, sql: str, params: Params = None) -> Row | None:
+        with _translated():
+            return self._conn.execute(_q(sql), params).fetchone()
+
+    def scalar(self, sql: str, params: Params = None) -> Any:
+        row = self.one(sql, params)
+        return None if row is None else next(iter(row.values()))
+
+    def script(self, sql: str) -> None:
+        """Run a multi-statement script (DDL) with no parameters, so ``%`` needs no escaping."""
+        with _translated(), self._conn.cursor() as cur:
+            cur.execute(_q(sql), prepare=False)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        with _translated(), self._conn.transaction():
+            yield self
+
+    def listen(self, channel: str) -> None:
+        from psycopg import sql as pgsql
+
+        with _translated():
+            self._conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(channel)))
+
+    def notifies(self, timeout: float) -> list[tuple[str, str]]:
+        """Wait up to ``timeout`` s for notifications; return (channel, payload) pairs."""
+        with _translated():
+            gen = self._conn.notifies(timeout=timeout, stop_after=1)
+            return [(n.channel, n.payload) for n in gen]
+
+    @property
+    def backend_pid(self) -> int:
+        return int(self._conn.info.backend_pid)
+
+
+class Database:
+    """A connection factory for one database URL."""
+
+    def __init__(self, url: str, *, application_name: str = "jobkit") -> None:
+        self.url = url
+        self.application_name = application_name
+
+    @property
+    def display_url(self) -> str:
+        return redact(self.url)
+
+    @contextmanager
+    def session(self, *, connect_timeout: int = 10) -> Iterator[Session]:
+        conn = self._connect(connect_timeout)
+        try:
+            yield Session(conn)
+        finally:
+            conn.close()
+
+    def _connect(self, connect_timeout: int) -> psycopg.Connection[Row]:
+        try:
+            return psycopg.connect(
+                self.url, autocommit=True, row_factory=dict_row,
+                connect_timeout=connect_timeout, application_name=self.application_name,
+            )
+        except psycopg.ProgrammingError as exc:
+            raise ConnectionFailed(
+                f"invalid database URL {self.display_url}: {_first_line(exc)}",
+                hint="use postgresql://user:password@host:port/dbname",
+            ) from None
+        except psycopg.OperationalError as exc:
+            raise ConnectionFailed(f"cannot connect to {self.display_url}: {_first_line(exc)}") from None
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except pg_errors.InsufficientPrivilege as exc:
+        raise PrerequisiteError(
+            f"permission denied: {_first_line(exc)}",
+            hint="connect as the database owner (on Supabase: the postgres role)",
+        ) from exc
+    except psycopg.OperationalError as exc:
+        raise ConnectionFailed(f"lost the database connection: {_first_line(exc)}") from exc
+    except psycopg.Error as exc:
+        raise DatabaseError(_first_line(exc), hint=_hint(exc)) from exc
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of the driver error behind a jobkit error, if any."""
+    cause = exc.__cause__
+    return getattr(cause, "sqlstate", None) if isinstance(cause, psycopg.Error) else None
+
+
+def _hint(exc: psycopg.Error) -> str:
+    diag = exc.diag
+    return diag.message_hint or ""
+
+
+def _first_line(exc: Exception) -> str:
+    return redact(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+
+
+def _q(sql: str) -> LiteralString:
+    # Query text only ever comes from jobkit's packaged .sql files (see queries.py / render.py).
+    return cast(LiteralString, sql)

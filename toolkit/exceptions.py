@@ -1,0 +1,78 @@
+"""Every error jobkit raises on purpose.
+
+    JobkitError                 root; carries a one-line message and a hint naming the fix
+    ├── ConfigError             jobkit.toml, environment or option values are invalid
+    ├── ResourceError           packaged SQL or templates are missing or malformed
+    ├── DatabaseError           the database refused or failed a statement
+    │   └── ConnectionFailed    the server cannot be reached or the URL is wrong
+    ├── PrerequisiteError       the server lacks something jobkit needs (pg_cron, privileges)
+    ├── DeployError             a migration failed; nothing of it was applied
+    ├── DriftError              deploy --check found the database behind or changed (exit 3)
+    └── LocalDbError            the embedded local PostgreSQL cannot be started or used
+
+The CLI catches JobkitError once, prints ``error: <message>`` and ``hint: <hint>`` and exits with
+``exit_code``; tracebacks only with ``-v``.
+"""
+
+from __future__ import annotations
+
+
+class JobkitError(Exception):
+    """jobkit failed."""
+
+    exit_code = 1
+    default_hint = ""
+
+    def __init__(self, message: str | None = None, *, hint: str | None = None) -> None:
+        self.message = message or (self.__doc__ or "jobkit failed").strip()
+        self.hint = hint if hint is not None else self.default_hint
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return f"{self.message} (hint: {self.hint})" if self.hint else self.message
+
+
+class ConfigError(JobkitError):
+    """The configuration is invalid."""
+
+    default_hint = "fix jobkit.toml or the option named above"
+
+
+class ResourceError(JobkitError):
+    """A packaged SQL file or template is missing or malformed."""
+
+    default_hint = "reinstall jobkit: the package files are incomplete"
+
+
+class DatabaseError(JobkitError):
+    """The database refused the statement."""
+
+
+class ConnectionFailed(DatabaseError):
+    """Cannot connect to the database."""
+
+    default_hint = (
+        "check the URL (postgresql://user:password@host:port/dbname) and that the server is up; "
+        "`jobkit db start` runs a local one"
+    )
+
+
+class PrerequisiteError(JobkitError):
+    """The database lacks something jobkit needs."""
+
+
+class DeployError(JobkitError):
+    """A migration failed; it was rolled back and nothing of it was applied."""
+
+
+class DriftError(JobkitError):
+    """The database schema differs from what this jobkit version would deploy."""
+
+    exit_code = 3
+    default_hint = "run `jobkit deploy` to apply the pending migrations"
+
+
+class LocalDbError(JobkitError):
+    """The local PostgreSQL cluster cannot be used."""
+
+    default_hint = "apt-get install postgresql-15 postgresql-15-cron"

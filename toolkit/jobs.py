@@ -1,0 +1,53 @@
+"""The Job record and its states, mirroring the jobs table (migration 0001)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+from uuid import UUID
+
+
+class Status(StrEnum):
+    #: waiting to run; runnable once scheduled_for <= now()
+    PENDING = "pending"
+    #: claimed by a worker; its lease runs until lease_expires_at
+    PROCESSING = "processing"
+    #: finished; the handler's result is stored
+    COMPLETED = "completed"
+    #: out of attempts or failed permanently; sweep_dead moves it to dead
+    FAILED = "failed"
+    #: dead-lettered for manual review; retry_job revives it
+    DEAD = "dead"
+    #: stopped by cancel_job
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of the jobs table."""
+
+    id: UUID
+    type: str
+    payload: Any
+    status: Status
+    priority: int
+    attempts: int
+    max_attempts: int
+    last_error: str | None
+    result: Any
+    scheduled_for: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    created_at: datetime
+    lease_expires_at: datetime | None
+    worker_id: str | None
+    idempotency_key: str | None
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Job:
+        fields = {name: row[name] for name in cls.__dataclass_fields__}
+        fields["status"] = Status(fields["status"])
+        return cls(**fields)

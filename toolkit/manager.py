@@ -1,0 +1,120 @@
+"""JobManager: one method per lifecycle query; the only Python code that names those queries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from .connector import Session, json_param
+from .jobs import Job
+from .queries import queries
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job to enqueue; None fields take the database defaults."""
+
+    type: str
+    payload: Any
+    priority: int | None = None
+    run_at: datetime | None = None
+    max_attempts: int | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed attempt to record."""
+
+    id: UUID
+    attempt: int
+    error: str
+    retry_in: timedelta | None = None
+    permanent: bool = False
+
+
+class JobManager:
+    """The job lifecycle over one session."""
+
+    def __init__(self, session: Session, schema: str) -> None:
+        self.session = session
+        self.q = queries(schema)
+
+    def enqueue(self, job: NewJob) -> UUID:
+        params = {
+            "type": job.type, "payload": json_param(job.payload), "priority": job.priority or 0,
+            "run_at": job.run_at, "max_attempts": job.max_attempts,
+            "idempotency_key": job.idempotency_key,
+        }
+        return UUID(str(self.session.scalar(self.q["enqueue"], params)))
+
+    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[UUID]:
+        rows = self.session.all(self.q["enqueue_many"], {
+            "types": [j.type for j in jobs],
+            "payloads": [json_param(j.payload) for j in jobs],
+            "priorities": [j.priority for j in jobs],
+            "run_ats": [j.run_at for j in jobs],
+            "max_attempts": [j.max_attempts for j in jobs],
+            "idempotency_keys": [j.idempotency_key for j in jobs],
+        })
+        return [r["id"] for r in rows]
+
+    def pick(self, job_type: str, limit: int, worker: str, lease: timedelta) -> list[Job]:
+        rows = self.session.all(
+            self.q["pick_jobs"], {"type": job_type, "limit": limit, "worker": worker, "lease": lease}
+        )
+        return [Job.from_row(r) for r in rows]
+
+    def complete(self, done: Sequence[tuple[UUID, int, Any]]) -> set[UUID]:
+        """Complete (id, attempt, result) triples; returns the ids that were accepted."""
+        rows = self.session.all(self.q["complete_jobs"], {
+            "ids": [d[0] for d in done], "attempts": [d[1] for d in done],
+            "results": [json_param(d[2]) for d in done],
+        })
+        return {r["id"] for r in rows}
+
+    def fail(self, failures: Sequence[Failure]) -> dict[UUID, str]:
+        """Record failures; returns id -> new status for the accepted ones."""
+        rows = self.session.all(self.q["fail_jobs"], {
+            "ids": [f.id for f in failures], "attempts": [f.attempt for f in failures],
+            "errors": [f.error for f in failures], "retry_in": [f.retry_in for f in failures],
+            "permanent": [f.permanent for f in failures],
+        })
+        return {r["id"]: r["status"] for r in rows}
+
+    def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> bool:
+        return bool(self.session.scalar(
+            self.q["snooze_job"], {"id": job_id, "attempt": attempt, "delay": delay}))
+
+    def extend_lease(self, job_id: UUID, attempt: int, by: timedelta) -> datetime | None:
+        value = self.session.scalar(self.q["extend_lease"], {"id": job_id, "attempt": attempt, "by": by})
+        return value if isinstance(value, datetime) else None
+
+    def sweep_stuck(self) -> dict[UUID, str]:
+        return {r["id"]: r["status"] for r in self.session.all(self.q["sweep_stuck"])}
+
+    def sweep_dead(self) -> int:
+        return int(self.session.scalar(self.q["sweep_dead"]) or 0)
+
+    def retry(self, job_id: UUID) -> bool:
+        return bool(self.session.scalar(self.q["retry_job"], {"id": job_id}))
+
+    def cancel(self, job_id: UUID) -> bool:
+        return bool(self.session.scalar(self.q["cancel_job"], {"id": job_id}))
+
+    def prune(self, older_than: timedelta, batch_size: int = 5000) -> int:
+        return int(self.session.scalar(
+            self.q["prune"], {"older_than": older_than, "batch_size": batch_size}) or 0)
+
+    def get(self, job_id: UUID) -> Job | None:
+        row = self.session.one(self.q["get_job"], {"id": job_id})
+        return Job.from_row(row) if row else None
+
+    def attempts(self, job_id: UUID) -> list[dict[str, Any]]:
+        return self.session.all(self.q["job_attempts"], {"id": job_id})
+
+    def counts(self) -> list[dict[str, Any]]:
+        return self.session.all(self.q["count_by_status"])

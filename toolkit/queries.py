@@ -1,0 +1,42 @@
+"""Named runtime queries: ``-- name: <query>`` blocks in sql/queries/*.sql, rendered for a schema.
+
+Python code holds no SQL text: it asks for ``queries(schema)["pick_jobs"]`` and binds values as
+``%(name)s`` parameters.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from .exceptions import ResourceError
+from .render import environment, ident
+from .resources import sql_root
+
+_NAME_RE = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+
+
+@lru_cache(maxsize=16)
+def queries(schema: str) -> dict[str, str]:
+    """Every named query, rendered for ``schema``."""
+    env = environment()
+    found: dict[str, str] = {}
+    folder = sql_root().joinpath("queries")
+    for name in sorted(n.name for n in folder.iterdir() if n.name.endswith(".sql")):
+        text = env.get_template(f"queries/{name}").render(schema=schema, s=ident(schema))
+        for query_name, body in parse(text, name):
+            if query_name in found:
+                raise ResourceError(f"query {query_name} is defined twice")
+            found[query_name] = body
+    return found
+
+
+def parse(text: str, source: str) -> list[tuple[str, str]]:
+    """Split a file into (name, sql) pairs."""
+    parts = _NAME_RE.split(text)
+    if parts[0].strip() and not all(
+        line.startswith("--") or not line.strip() for line in parts[0].splitlines()
+    ):
+        raise ResourceError(f"{source}: SQL before the first `-- name:` header")
+    pairs = list(zip(parts[1::2], parts[2::2], strict=True))
+    return [(name, body.strip()) for name, body in pairs]

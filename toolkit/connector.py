@@ -14,6 +14,7 @@ from typing import Any, LiteralString, cast
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import sql as pgsql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
@@ -68,11 +69,15 @@ class Session:
         with _translated(), self._conn.transaction():
             yield self
 
-    def listen(self, channel: str) -> None:
-        from psycopg import sql as pgsql
-
+    def execute_with_identifiers(self, template: str, params: Params = None, **identifiers: str) -> None:
+        """Run ``template`` with ``{name}`` placeholders filled by quoted identifiers."""
+        query = pgsql.SQL(_q(template)).format(
+            **{key: pgsql.Identifier(value) for key, value in identifiers.items()})
         with _translated():
-            self._conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(channel)))
+            self._conn.execute(query, params)
+
+    def listen(self, channel: str) -> None:
+        self.execute_with_identifiers("LISTEN {channel}", channel=channel)
 
     def notifies(self, timeout: float) -> list[tuple[str, str]]:
         """Wait up to ``timeout`` s for notifications; return (channel, payload) pairs."""

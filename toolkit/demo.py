@@ -66,7 +66,7 @@ def handle(job: Job) -> Any:
         raise RuntimeError("upstream timed out (first attempt only)")
     if job.type == "demo.doomed":
         raise RuntimeError(f"invalid recipient (attempt {job.attempts})")
-    return {"handled": job.type, "attempt": job.attempts}
+    return {"attempt": job.attempts}
 
 
 def run_demo(db: Database, schema: str, echo: Echo, *, timeout: float = 30.0) -> list[Outcome]:

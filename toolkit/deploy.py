@@ -82,7 +82,7 @@ def check_prerequisites(session: Session, settings: Settings) -> dict[str, Any]:
             "pg_cron is not installed on this server",
             hint="on Supabase enable the Cron integration; on Debian apt-get install postgresql-15-cron",
         )
-    if info.get("cron_database") is None:
+    if info.get("can_read_settings") and info.get("cron_database") is None:
         raise PrerequisiteError(
             "pg_cron is installed but not loaded (shared_preload_libraries lacks pg_cron)",
             hint="add pg_cron to shared_preload_libraries, set cron.database_name, restart PostgreSQL "

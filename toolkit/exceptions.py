@@ -69,7 +69,7 @@ class DriftError(JobkitError):
     """The database schema differs from what this jobkit version would deploy."""
 
     exit_code = 3
-    default_hint = "run `jobkit deploy` to apply the pending migrations"
+    default_hint = "run `jobkit deploy` to apply pending migrations and sync settings"
 
 
 class LocalDbError(JobkitError):

@@ -1,16 +1,25 @@
 -- Queries used by `jobkit deploy` (toolkit/deploy.py, toolkit/migrations.py).
 
 -- name: server_info
+-- cron.database_name is readable only by superusers and pg_read_all_settings members; for other
+-- roles whether pg_cron is loaded stays unknown (null) rather than raising.
+with me as (
+    select r.rolsuper as is_superuser,
+           r.rolsuper or pg_has_role(current_user, 'pg_read_all_settings', 'member') as can_read_settings
+    from pg_roles r where r.rolname = current_user
+)
 select current_setting('server_version') as server_version,
        current_user as user_name,
        current_database() as database,
        has_database_privilege(current_database(), 'CREATE') as can_create,
-       (select rolsuper from pg_roles where rolname = current_user) as is_superuser,
-       current_setting('cron.database_name', true) as cron_database,
-       current_setting('shared_preload_libraries') as preload,
+       me.is_superuser,
+       me.can_read_settings,
+       case when me.can_read_settings then current_setting('cron.database_name', true) end
+           as cron_database,
        exists (select 1 from pg_available_extensions where name = 'pg_cron') as cron_available,
        (select extversion from pg_extension where extname = 'pg_cron') as cron_version,
        (select nspowner::regrole::text from pg_namespace where nspname = %(schema)s) as schema_owner
+from me
 
 -- name: migration_table_exists
 select to_regclass(%(table)s) is not null as exists

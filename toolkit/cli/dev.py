@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 from rich.table import Table
 
@@ -41,12 +43,12 @@ def dev(state: State, demo: bool) -> None:
 
 def _show(outcomes: list[Outcome]) -> None:
     table = Table(title="demo jobs")
-    for column in ("job", "type", "attempts", "status", "expected", "result / last error"):
+    for column in ("job", "tries", "status", "result / last error"):
         table.add_column(column)
     for o in outcomes:
-        detail = o.job.result if o.job.status == "completed" else o.job.last_error
-        table.add_row(o.label, o.job.type, str(o.job.attempts), o.job.status.value,
-                      o.expect.value, str(detail))
+        detail = json.dumps(o.job.result) if o.job.status == "completed" else o.job.last_error
+        status = o.job.status.value if o.ok else f"{o.job.status.value} (expected {o.expect.value})"
+        table.add_row(o.label, str(o.job.attempts), status, detail or "")
     console().print(table)
 
 

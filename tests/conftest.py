@@ -1,0 +1,105 @@
+"""Shared fixtures: one real PostgreSQL 15 + pg_cron cluster per test session (started by jobkit's
+own LocalCluster), a template database with jobkit deployed, and a fresh database per test."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobkit.config import Settings
+from jobkit.connector import Database, Session
+from jobkit.deploy import deploy
+from jobkit.localdb import LocalCluster
+from jobkit.manager import JobManager
+
+TEMPLATE = "jobkit_template"
+SCHEMA = "jobkit"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: builds a venv or starts extra clusters (-m 'not slow' skips)")
+    for var in ("JOBKIT_DB_URL", "SUPABASE_DB_URL", "DATABASE_URL", "JOBKIT_CONFIG", "JOBKIT_HOME"):
+        os.environ.pop(var, None)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    local = LocalCluster(tmp_path_factory.mktemp("cluster"), fsync=False)
+    local.start()
+    yield local
+    local.stop()
+
+
+@pytest.fixture(scope="session")
+def admin(cluster: LocalCluster) -> Iterator[Session]:
+    """A superuser session on the cluster's postgres database."""
+    with Database(cluster.url("postgres")).session() as session:
+        yield session
+
+
+@pytest.fixture(scope="session")
+def template_db(cluster: LocalCluster, admin: Session) -> str:
+    admin.execute_with_identifiers("drop database if exists {name}", name=TEMPLATE)
+    admin.execute_with_identifiers("create database {name}", name=TEMPLATE)
+    url = cluster.url(TEMPLATE)
+    deploy(Database(url), Settings(db_url=url), echo=lambda _m: None)
+    return TEMPLATE
+
+
+@pytest.fixture
+def fresh_db(cluster: LocalCluster, admin: Session) -> Iterator[str]:
+    """An empty database (no jobkit); yields its URL."""
+    yield from _database(cluster, admin, template=None)
+
+
+@pytest.fixture
+def db_url(cluster: LocalCluster, admin: Session, template_db: str) -> Iterator[str]:
+    """A fresh database with jobkit deployed; yields its URL."""
+    yield from _database(cluster, admin, template=template_db)
+
+
+@pytest.fixture
+def settings(db_url: str) -> Settings:
+    return Settings(db_url=db_url)
+
+
+@pytest.fixture
+def db(db_url: str) -> Database:
+    return Database(db_url)
+
+
+@pytest.fixture
+def session(db: Database) -> Iterator[Session]:
+    with db.session() as s:
+        yield s
+
+
+@pytest.fixture
+def manager(session: Session) -> JobManager:
+    return JobManager(session, SCHEMA)
+
+
+@pytest.fixture
+def sample_config(tmp_path: Path) -> Path:
+    path = tmp_path / "jobkit.toml"
+    path.write_text(
+        'schema = "jobkit"\n\n[defaults]\nmax_attempts = 3\n\n'
+        '[types.email]\nmax_attempts = 5\nlease = "2m"\nbackoff = { base = "10s", factor = 2 }\n'
+    )
+    return path
+
+
+def _database(cluster: LocalCluster, admin: Session, template: str | None) -> Iterator[str]:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    if template:
+        admin.execute_with_identifiers("create database {name} template {tpl}", name=name, tpl=template)
+    else:
+        admin.execute_with_identifiers("create database {name}", name=name)
+    try:
+        yield cluster.url(name)
+    finally:
+        admin.execute_with_identifiers("drop database if exists {name} with (force)", name=name)

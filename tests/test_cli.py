@@ -1,0 +1,119 @@
+"""The click shell: help, version, exit codes, one-line errors (CliRunner and a real subprocess)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from jobkit import __version__
+from jobkit.cli import cli
+from jobkit.config import Settings
+from jobkit.connector import Database
+from jobkit.render import render_script
+
+
+def _run(*args: str) -> click.testing.Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = []
+    for name, command in group.commands.items():
+        found.append((*prefix, name))
+        if isinstance(command, click.Group):
+            found += _commands(command, (*prefix, name))
+    return found
+
+
+def test_version() -> None:
+    result = _run("--version")
+    assert result.exit_code == 0 and __version__ in result.output
+
+
+@pytest.mark.parametrize("path", _commands(cli))
+def test_every_command_has_help_with_an_example(path: tuple[str, ...]) -> None:
+    result = _run(*path, "--help")
+    assert result.exit_code == 0 and "Example" in result.output
+
+
+def test_render_prints_the_script() -> None:
+    result = _run("render")
+    assert result.exit_code == 0 and result.output == render_script(Settings())
+
+
+def test_render_out_dir(tmp_path: Path) -> None:
+    result = _run("render", "--out", str(tmp_path / "sql"))
+    assert result.exit_code == 0
+    assert [p.name for p in sorted((tmp_path / "sql").iterdir())] == ["0001_core.sql"]
+
+
+def test_render_supabase_twice_writes_once(tmp_path: Path) -> None:
+    first = _run("render", "--supabase", "--supabase-dir", str(tmp_path))
+    second = _run("render", "--supabase", "--supabase-dir", str(tmp_path))
+    assert first.exit_code == 0 and "wrote" in first.output
+    assert second.exit_code == 0 and "nothing written" in second.output
+    assert len(list((tmp_path / "migrations").iterdir())) == 1
+
+
+def test_deploy_check_exit_codes(fresh_db: str) -> None:
+    behind = _run("deploy", "--db-url", fresh_db, "--check")
+    assert behind.exit_code == 3 and "pending migration" in behind.output
+    dry = _run("deploy", "--db-url", fresh_db, "--dry-run")
+    assert dry.exit_code == 0 and "would apply 0001_core" in dry.output
+    with Database(fresh_db).session() as s:
+        assert s.scalar("select count(*) from pg_namespace where nspname = 'jobkit'") == 0
+    applied = _run("deploy", "--db-url", fresh_db)
+    assert applied.exit_code == 0 and "applied 0001_core" in applied.output
+    again = _run("deploy", "--db-url", fresh_db)
+    assert again.exit_code == 0 and "nothing changed" in again.output
+    assert _run("deploy", "--db-url", fresh_db, "--check").exit_code == 0
+
+
+def test_unreachable_server_is_one_line_without_the_password() -> None:
+    result = _run("deploy", "--db-url", "postgresql://app:s3cret-pw@127.0.0.1:1/app")
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert lines[0].startswith("error: cannot connect to postgresql://app:***@127.0.0.1:1/app")
+    assert lines[1].startswith("hint: ") and len(lines) == 2
+    assert "s3cret-pw" not in result.output
+
+
+def test_invalid_config_is_rejected_before_any_connection(tmp_path: Path, fresh_db: str) -> None:
+    config = tmp_path / "jobkit.toml"
+    config.write_text('schema = "x; drop table y"\n')
+    result = _run("-c", str(config), "deploy", "--db-url", fresh_db)
+    assert result.exit_code == 1 and "not a valid schema name" in result.output
+    with Database(fresh_db).session() as s:
+        assert s.scalar("select count(*) from pg_namespace where nspname not like 'pg_%%' "
+                        "and nspname not in ('public', 'information_schema')") == 0
+
+
+def test_usage_errors_exit_2() -> None:
+    assert _run("deploy", "--no-such-flag").exit_code == 2
+    assert _run("no-such-command").exit_code == 2
+
+
+def test_db_url_without_a_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JOBKIT_HOME", str(tmp_path / "nowhere"))
+    result = _run("db", "url")
+    assert result.exit_code == 1 and "jobkit db start" in result.output
+
+
+def test_deploy_without_any_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("JOBKIT_HOME", str(tmp_path / ".jobkit"))
+    result = _run("deploy")
+    assert result.exit_code == 1 and "no database URL configured" in result.output
+
+
+def test_real_subprocess_deploy(fresh_db: str) -> None:
+    cmd = [sys.executable, "-m", "jobkit", "deploy", "--db-url", fresh_db]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    check = subprocess.run([*cmd, "--check"], capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0 and "up to date" in check.stdout

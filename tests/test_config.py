@@ -1,0 +1,82 @@
+"""Config: one reader, strict validation, documented URL precedence (acceptance 9)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from jobkit.config import load_settings, parse_settings
+from jobkit.exceptions import ConfigError
+
+
+def test_defaults_without_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(env={})
+    assert settings.schema == "jobkit" and settings.db_url is None and settings.source is None
+    assert settings.defaults.max_attempts == 3 and settings.defaults.lease == timedelta(minutes=5)
+    assert settings.defaults.backoff.base == timedelta(seconds=30) and settings.defaults.backoff.factor == 4
+
+
+def test_types_inherit_defaults(sample_config: Path) -> None:
+    settings = load_settings(sample_config, env={})
+    email = settings.type_config("email")
+    assert email.max_attempts == 5 and email.lease == timedelta(minutes=2)
+    assert email.backoff.base == timedelta(seconds=10) and email.backoff.factor == 2
+    assert email.backoff.cap == timedelta(hours=1)
+    assert settings.type_config("other") == settings.defaults
+
+
+@pytest.mark.parametrize(("doc", "message"), [
+    ({"schema": "x; drop table y"}, "not a valid schema name"),
+    ({"schema": "public"}, "reserved or exposed"),
+    ({"schema": "pg_jobs"}, "not a valid schema name"),
+    ({"defaults": {"max_attempts": -1}}, "max_attempts must be an integer from 1 to 1000"),
+    ({"defaults": {"max_attempts": True}}, "max_attempts must be an integer"),
+    ({"types": {"email": {"lease": "soon"}}}, "not a duration"),
+    ({"types": {"email": {"lease": "0s"}}}, "at least 1s"),
+    ({"types": {"bad name!": {}}}, "not a valid name"),
+    ({"types": {"email": {"backoff": {"factor": 0.5}}}}, "factor must be a number from 1 to 100"),
+    ({"types": {"email": {"backoff": {"jitter": 1.5}}}}, "jitter must be a fraction"),
+    ({"types": {"email": {"backoff": {"base": "2h", "cap": "1h"}}}}, "shorter than base"),
+    ({"defaults": {"max_attemps": 3}}, "unknown key 'max_attemps'"),
+    ({"scheme": "jobkit"}, "unknown key 'scheme'"),
+    ({"types": []}, "must be a table"),
+])
+def test_invalid_values_are_rejected(doc: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        parse_settings(doc)
+    assert "\n" not in info.value.message
+
+
+def test_bad_toml_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "jobkit.toml"
+    path.write_text("schema = \n")
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        load_settings(path, env={})
+
+
+def test_missing_explicit_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_settings(tmp_path / "nope.toml", env={})
+
+
+def test_url_precedence(tmp_path: Path) -> None:
+    path = tmp_path / "jobkit.toml"
+    path.write_text('db_url = "postgresql://file"\n')
+    env = {"JOBKIT_DB_URL": "postgresql://jobkit", "SUPABASE_DB_URL": "postgresql://supabase",
+           "DATABASE_URL": "postgresql://database"}
+    assert load_settings(path, db_url="postgresql://flag", env=env).db_url == "postgresql://flag"
+    assert load_settings(path, env=env).db_url == "postgresql://jobkit"
+    del env["JOBKIT_DB_URL"]
+    assert load_settings(path, env=env).db_url == "postgresql://supabase"
+    del env["SUPABASE_DB_URL"]
+    assert load_settings(path, env=env).db_url == "postgresql://database"
+    assert load_settings(path, env={}).db_url == "postgresql://file"
+
+
+def test_config_from_environment_and_home(tmp_path: Path, sample_config: Path) -> None:
+    settings = load_settings(env={"JOBKIT_CONFIG": str(sample_config), "JOBKIT_HOME": str(tmp_path)})
+    assert settings.source == sample_config and settings.home == tmp_path
+    assert "email" in settings.types

@@ -1,0 +1,151 @@
+"""Deploy against the real database: idempotent, queued, atomic, checkable, upgradable (acceptance 7)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from jobkit.config import Settings, load_settings
+from jobkit.connector import Database, Session
+from jobkit.deploy import DeployOptions, DeployReport, deploy
+from jobkit.exceptions import DeployError, DriftError, PrerequisiteError
+from jobkit.manager import JobManager, NewJob
+
+FIXTURES = Path(__file__).parent / "fixtures"
+QUIET = {"echo": lambda _m: None}
+
+
+def _deploy(url: str, **options: object) -> DeployReport:
+    return deploy(Database(url), Settings(db_url=url), DeployOptions(**options), **QUIET)  # type: ignore[arg-type]
+
+
+def _history(url: str) -> list[str]:
+    with Database(url).session() as s:
+        return [r["version"] for r in s.all("select version from jobkit.schema_migrations order by 1")]
+
+
+def _schema_exists(url: str) -> bool:
+    with Database(url).session() as s:
+        return bool(s.scalar("select exists (select 1 from pg_namespace where nspname = 'jobkit')"))
+
+
+def test_first_deploy_applies_and_second_changes_nothing(fresh_db: str) -> None:
+    first = _deploy(fresh_db)
+    assert first.applied == ["0001_core"] and first.head == "0001"
+    second = _deploy(fresh_db)
+    assert not second.changed and second.applied == [] and second.head == "0001"
+    assert _history(fresh_db) == ["0001"]
+
+
+def test_two_concurrent_deploys_queue(fresh_db: str) -> None:
+    reports: list[DeployReport] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def run() -> None:
+        barrier.wait()
+        try:
+            reports.append(_deploy(fresh_db))
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(len(r.applied) for r in reports) == [0, 1]
+    assert _history(fresh_db) == ["0001"]
+
+
+def test_failed_first_migration_leaves_nothing(fresh_db: str) -> None:
+    with pytest.raises(DeployError, match="0000_broken failed and was rolled back: division by zero"):
+        _deploy(fresh_db, extra_migrations=[FIXTURES / "broken_first"])
+    assert not _schema_exists(fresh_db)
+
+
+def test_failed_later_migration_leaves_nothing_of_itself(db_url: str) -> None:
+    with pytest.raises(DeployError, match="0002_broken"):
+        _deploy(db_url, extra_migrations=[FIXTURES / "broken_later"])
+    with Database(db_url).session() as s:
+        assert s.scalar("select to_regclass('jobkit.half_done')") is None
+        assert s.scalar("select count(*) from information_schema.columns "
+                        "where table_schema = 'jobkit' and column_name = 'doomed'") == 0
+    assert _history(db_url) == ["0001"]
+
+
+def test_check_reports_behind_and_up_to_date(fresh_db: str) -> None:
+    with pytest.raises(DriftError, match="1 pending migration") as info:
+        _deploy(fresh_db, check=True)
+    assert info.value.exit_code == 3
+    _deploy(fresh_db)
+    assert _deploy(fresh_db, check=True).head == "0001"
+    with pytest.raises(DriftError, match="0002_fixture_upgrade"):
+        _deploy(fresh_db, check=True, extra_migrations=[FIXTURES / "migrations"])
+
+
+def test_changed_checksum_is_drift(db_url: str) -> None:
+    with Database(db_url).session() as s:
+        s.execute("update jobkit.schema_migrations set checksum = repeat('0', 64)")
+    with pytest.raises(DriftError, match="checksum"):
+        _deploy(db_url, check=True)
+    with pytest.raises(DriftError, match="different checksum"):
+        _deploy(db_url)
+
+
+def test_unknown_newer_migration_is_refused(db_url: str) -> None:
+    _deploy(db_url, extra_migrations=[FIXTURES / "migrations"])
+    with pytest.raises(DeployError, match="does not know"):
+        _deploy(db_url)
+
+
+def test_upgrade_in_place_keeps_every_job(db_url: str) -> None:
+    with Database(db_url).session() as s:
+        manager = JobManager(s, "jobkit")
+        ids = manager.enqueue_many([NewJob("t", {"i": i}) for i in range(100)])
+        from datetime import timedelta
+
+        claimed = manager.pick("t", 10, "w", timedelta(minutes=5))
+        before = s.all("select id, status, attempts, payload from jobkit.jobs order by id")
+    report = _deploy(db_url, extra_migrations=[FIXTURES / "migrations"])
+    assert report.applied == ["0002_fixture_upgrade"]
+    with Database(db_url).session() as s:
+        after = s.all("select id, status, attempts, payload from jobkit.jobs order by id")
+        assert after == before and len(after) == len(ids)
+        assert s.scalar("select count(*) from jobkit.jobs where tenant = 'default'") == 100
+        assert s.scalar("select jobkit.fixture_version()") == 2
+        manager = JobManager(s, "jobkit")
+        assert manager.complete([(j.id, j.attempts, None) for j in claimed]) == {j.id for j in claimed}
+    assert _history(db_url) == ["0001", "0002"]
+
+
+def test_type_settings_sync_and_drift(db_url: str, sample_config: Path) -> None:
+    settings = load_settings(sample_config, db_url=db_url)
+    report = deploy(Database(db_url), settings, **QUIET)
+    assert report.types_changed == ["email"]
+    assert not deploy(Database(db_url), settings, **QUIET).changed
+    with Database(db_url).session() as s:
+        row = s.one("select max_attempts, extract(epoch from lease) as lease from jobkit.job_types "
+                    "where type = 'email'")
+        assert row == {"max_attempts": 5, "lease": 120}
+    with pytest.raises(DriftError, match="job type settings differ from jobkit.toml: email"):
+        _deploy(db_url, check=True)
+    assert _deploy(db_url).types_changed == ["email"]
+    with Database(db_url).session() as s:
+        assert s.scalar("select count(*) from jobkit.job_types where type = 'email'") == 0
+
+
+def test_role_without_create_privilege_gets_a_clear_error(fresh_db: str, admin: Session) -> None:
+    admin.execute("drop role if exists jobkit_weak")
+    admin.execute("create role jobkit_weak login")
+    weak = fresh_db.replace("postgres@", "jobkit_weak@")
+    try:
+        with pytest.raises(PrerequisiteError, match="cannot create schemas") as info:
+            _deploy(weak)
+        assert "GRANT CREATE" in info.value.hint
+        assert not _schema_exists(fresh_db)
+    finally:
+        admin.execute("drop role jobkit_weak")

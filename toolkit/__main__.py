@@ -1,0 +1,5 @@
+"""`python -m jobkit` runs the CLI."""
+
+from jobkit.cli import main
+
+main()

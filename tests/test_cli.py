@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-
 from jobkit import __version__
 from jobkit.cli import cli
 from jobkit.config import Settings

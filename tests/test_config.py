@@ -6,7 +6,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-
 from jobkit.config import load_settings, parse_settings
 from jobkit.exceptions import ConfigError
 

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from jobkit.connector import Database
 from jobkit.demo import run_demo
 from jobkit.jobs import Status

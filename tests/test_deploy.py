@@ -6,7 +6,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from jobkit.config import Settings, load_settings
 from jobkit.connector import Database, Session
 from jobkit.deploy import DeployOptions, DeployReport, deploy

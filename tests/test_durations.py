@@ -3,7 +3,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-
 from jobkit.durations import format_duration, parse_duration
 from jobkit.exceptions import ConfigError
 

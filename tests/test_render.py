@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from jobkit.config import Settings
 from jobkit.connector import Database
 from jobkit.exceptions import ResourceError
@@ -20,7 +19,8 @@ def test_same_settings_give_identical_bytes() -> None:
 
 def test_schema_setting_changes_output_and_checksums() -> None:
     assert render_script(Settings(schema="jobs_a")) != render_script(Settings())
-    assert render_migrations(Settings(schema="jobs_a"))[0].checksum != render_migrations(Settings())[0].checksum
+    other = render_migrations(Settings(schema="jobs_a"))[0]
+    assert other.checksum != render_migrations(Settings())[0].checksum
 
 
 def test_job_type_settings_do_not_change_migrations(sample_config: Path) -> None:

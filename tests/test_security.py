@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from jobkit.connector import Session
 from jobkit.exceptions import PrerequisiteError
 

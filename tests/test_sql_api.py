@@ -207,7 +207,6 @@ def test_prune_deletes_old_finished_jobs_and_their_history(session: Session, man
 
 def test_sql_errors_are_clear(session: Session) -> None:
     import pytest
-
     from jobkit.exceptions import DatabaseError
 
     with pytest.raises(DatabaseError, match="p_payload must not be null"):

@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-
 from jobkit.config import Settings
 from jobkit.connector import Database
 from jobkit.exceptions import ConfigError

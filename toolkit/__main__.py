@@ -1,5 +1,5 @@
 """`python -m jobkit` runs the CLI."""
 
-from jobkit.cli import main
+from .cli import main
 
 main()

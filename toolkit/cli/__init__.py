@@ -5,7 +5,6 @@ Exit codes: 0 ok, 1 error, 2 usage error, 3 check failed or drift.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
@@ -62,4 +61,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

@@ -4,12 +4,12 @@ own LocalCluster), a template database with jobkit deployed, and a fresh databas
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
 from jobkit.deploy import deploy
@@ -30,8 +30,11 @@ def pytest_configure(config: pytest.Config) -> None:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     local = LocalCluster(tmp_path_factory.mktemp("cluster"), fsync=False)
     local.start()
+    data_dir = local.status().data_dir
     yield local
     local.stop()
+    if not data_dir.is_relative_to(local.home):  # moved out of a home the postgres user cannot reach
+        shutil.rmtree(data_dir.parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

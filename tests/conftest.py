@@ -7,6 +7,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,15 +27,24 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.pop(var, None)
 
 
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster(tmp_path_factory.mktemp("cluster"), fsync=False)
+@contextmanager
+def running_cluster(home: Path, **flags: bool) -> Iterator[LocalCluster]:
+    """A started LocalCluster (fsync off), stopped and removed afterwards."""
+    local = LocalCluster(home, fsync=False, **flags)
     local.start()
     data_dir = local.status().data_dir
-    yield local
-    local.stop()
-    if not data_dir.is_relative_to(local.home):  # moved out of a home the postgres user cannot reach
-        shutil.rmtree(data_dir.parent, ignore_errors=True)
+    try:
+        yield local
+    finally:
+        local.stop()
+        if not data_dir.is_relative_to(local.home):  # moved out of a home postgres cannot reach
+            shutil.rmtree(data_dir.parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as local:
+        yield local
 
 
 @pytest.fixture(scope="session")

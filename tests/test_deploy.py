@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+from jobkit.cli import cli
 from jobkit.config import Settings, load_settings
 from jobkit.connector import Database, Session
 from jobkit.deploy import DeployOptions, DeployReport, deploy
 from jobkit.exceptions import DeployError, DriftError, PrerequisiteError
+from jobkit.localdb import LocalCluster
 from jobkit.manager import JobManager, NewJob
+
+from conftest import running_cluster
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUIET = {"echo": lambda _m: None}
@@ -148,3 +154,43 @@ def test_role_without_create_privilege_gets_a_clear_error(fresh_db: str, admin: 
         assert not _schema_exists(fresh_db)
     finally:
         admin.execute("drop role jobkit_weak")
+
+
+@pytest.fixture(scope="module")
+def plain_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A PostgreSQL with pg_cron installed but not preloaded, and no Supabase roles."""
+    yield from _extra_cluster(tmp_path_factory, preload_cron=False, api_roles=False)
+
+
+@pytest.fixture(scope="module")
+def no_roles_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """pg_cron preloaded, but none of Supabase's API roles (self-hosted PostgreSQL)."""
+    yield from _extra_cluster(tmp_path_factory, preload_cron=True, api_roles=False)
+
+
+@pytest.mark.slow
+def test_pg_cron_not_preloaded_is_refused_with_the_fix(plain_cluster: LocalCluster) -> None:
+    url = plain_cluster.url()
+    with pytest.raises(PrerequisiteError, match="not loaded") as info:
+        _deploy(url)
+    assert "shared_preload_libraries" in info.value.hint and "Cron integration" in info.value.hint
+    assert not _schema_exists(url)
+    result = CliRunner().invoke(cli, ["deploy", "--db-url", url])
+    assert result.exit_code == 1 and result.output.startswith("error: pg_cron is installed but not loaded")
+
+
+@pytest.mark.slow
+def test_plain_postgres_deploys_and_reports_skipped_grants(no_roles_cluster: LocalCluster) -> None:
+    report = _deploy(no_roles_cluster.url())
+    assert report.applied == ["0001_core"]
+    skipped = " ".join(report.notices)
+    assert "role anon does not exist" in skipped and "service_role does not exist" in skipped
+    with Database(no_roles_cluster.url()).session() as s:
+        assert s.scalar("select has_function_privilege('public', 'jobkit.enqueue(text,jsonb,int,"
+                        "timestamptz,int,text)', 'EXECUTE')") is False
+        assert s.scalar("select jobkit.enqueue('t', '{}') is not null") is True
+
+
+def _extra_cluster(factory: pytest.TempPathFactory, **flags: bool) -> Iterator[LocalCluster]:
+    with running_cluster(factory.mktemp("extra"), **flags) as local:
+        yield local

@@ -35,11 +35,11 @@ log_statement = 'none'
 """
 _NO_FSYNC = "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
 _HBA = "local all all trust\nhost all all 127.0.0.1/32 trust\n"
-_BOOTSTRAP_SQL = """
+_ROLES_SQL = """
 select format('create role %I', r) from unnest('{anon,authenticated,service_role}'::text[]) r
  where not exists (select from pg_roles where rolname = r) \\gexec
 alter role anon nologin noinherit; alter role authenticated nologin noinherit;
-alter role service_role nologin noinherit bypassrls; create extension if not exists pg_cron;
+alter role service_role nologin noinherit bypassrls;
 """
 
 
@@ -112,9 +112,15 @@ def _tail(log: Path, offset: int) -> str:
 class LocalCluster:
     """One local PostgreSQL cluster kept under ``home``."""
 
-    def __init__(self, home: Path, *, fsync: bool = True, port: int | None = None) -> None:
+    def __init__(
+        self, home: Path, *, fsync: bool = True, port: int | None = None,
+        preload_cron: bool = True, api_roles: bool = True,
+    ) -> None:
+        """``preload_cron`` / ``api_roles`` off give the plain servers the tests need."""
         self.home = Path(home).expanduser().resolve()
         self.fsync = fsync
+        self.preload_cron = preload_cron
+        self.api_roles = api_roles
         self._port = port
         self._hash = hashlib.sha256(str(self.home).encode()).hexdigest()[:10]
         self._as_root = os.geteuid() == 0
@@ -128,7 +134,10 @@ class LocalCluster:
             layout = self._prepare()
             self._configure(bin_dir, layout)
             self._launch(bin_dir, layout)
-            self._psql(bin_dir, layout, _BOOTSTRAP_SQL)
+            if self.api_roles:
+                self._psql(bin_dir, layout, _ROLES_SQL)
+            if self.preload_cron:
+                self._psql(bin_dir, layout, "create extension if not exists pg_cron")
         return self.url()
 
     def stop(self) -> None:
@@ -229,6 +238,8 @@ class LocalCluster:
                 handle.write("\ninclude_if_exists = 'jobkit.conf'\n")
         socket_dir = str(layout.socket_dir).replace("'", "''")
         conf = _CONF.format(port=layout.port, socket_dir=socket_dir)
+        if not self.preload_cron:
+            conf = "".join(line for line in conf.splitlines(True) if "cron" not in line)
         conf += "" if self.fsync else _NO_FSYNC
         (layout.data_dir / "jobkit.conf").write_text(conf)
         (layout.data_dir / "pg_hba.conf").write_text(_HBA)

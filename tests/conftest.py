@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
-from jobkit.deploy import deploy
+from jobkit.deploy import DeployOptions, deploy
 from jobkit.localdb import LocalCluster
 from jobkit.manager import JobManager
 
@@ -59,7 +59,7 @@ def template_db(cluster: LocalCluster, admin: Session) -> str:
     admin.execute_with_identifiers("drop database if exists {name}", name=TEMPLATE)
     admin.execute_with_identifiers("create database {name}", name=TEMPLATE)
     url = cluster.url(TEMPLATE)
-    deploy(Database(url), Settings(db_url=url), echo=lambda _m: None)
+    deploy(Database(url), Settings(db_url=url), DeployOptions(schedules=False), echo=lambda _m: None)
     return TEMPLATE
 
 
@@ -115,4 +115,5 @@ def _database(cluster: LocalCluster, admin: Session, template: str | None) -> It
     try:
         yield cluster.url(name)
     finally:
+        admin.execute("select cron.unschedule(jobid) from cron.job where database = %s", (name,))
         admin.execute_with_identifiers("drop database if exists {name} with (force)", name=name)

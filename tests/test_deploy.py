@@ -38,10 +38,10 @@ def _schema_exists(url: str) -> bool:
 
 def test_first_deploy_applies_and_second_changes_nothing(fresh_db: str) -> None:
     first = _deploy(fresh_db)
-    assert first.applied == ["0001_core"] and first.head == "0001"
+    assert first.applied == ["0001_core", "0002_wake"] and first.head == "0002"
     second = _deploy(fresh_db)
-    assert not second.changed and second.applied == [] and second.head == "0001"
-    assert _history(fresh_db) == ["0001"]
+    assert not second.changed and second.applied == [] and second.head == "0002"
+    assert _history(fresh_db) == ["0001", "0002"]
 
 
 def test_two_concurrent_deploys_queue(fresh_db: str) -> None:
@@ -62,8 +62,8 @@ def test_two_concurrent_deploys_queue(fresh_db: str) -> None:
     for t in threads:
         t.join()
     assert errors == []
-    assert sorted(len(r.applied) for r in reports) == [0, 1]
-    assert _history(fresh_db) == ["0001"]
+    assert sorted(len(r.applied) for r in reports) == [0, 2]
+    assert _history(fresh_db) == ["0001", "0002"]
 
 
 def test_failed_first_migration_leaves_nothing(fresh_db: str) -> None:
@@ -73,22 +73,22 @@ def test_failed_first_migration_leaves_nothing(fresh_db: str) -> None:
 
 
 def test_failed_later_migration_leaves_nothing_of_itself(db_url: str) -> None:
-    with pytest.raises(DeployError, match="0002_broken"):
+    with pytest.raises(DeployError, match="0098_broken"):
         _deploy(db_url, extra_migrations=[FIXTURES / "broken_later"])
     with Database(db_url).session() as s:
         assert s.scalar("select to_regclass('jobkit.half_done')") is None
         assert s.scalar("select count(*) from information_schema.columns "
                         "where table_schema = 'jobkit' and column_name = 'doomed'") == 0
-    assert _history(db_url) == ["0001"]
+    assert _history(db_url) == ["0001", "0002"]
 
 
 def test_check_reports_behind_and_up_to_date(fresh_db: str) -> None:
-    with pytest.raises(DriftError, match="1 pending migration") as info:
+    with pytest.raises(DriftError, match="2 pending migration") as info:
         _deploy(fresh_db, check=True)
     assert info.value.exit_code == 3
     _deploy(fresh_db)
-    assert _deploy(fresh_db, check=True).head == "0001"
-    with pytest.raises(DriftError, match="0002_fixture_upgrade"):
+    assert _deploy(fresh_db, check=True).head == "0002"
+    with pytest.raises(DriftError, match="0099_fixture_upgrade"):
         _deploy(fresh_db, check=True, extra_migrations=[FIXTURES / "migrations"])
 
 
@@ -116,7 +116,7 @@ def test_upgrade_in_place_keeps_every_job(db_url: str) -> None:
         claimed = manager.pick("t", 10, "w", timedelta(minutes=5))
         before = s.all("select id, status, attempts, payload from jobkit.jobs order by id")
     report = _deploy(db_url, extra_migrations=[FIXTURES / "migrations"])
-    assert report.applied == ["0002_fixture_upgrade"]
+    assert report.applied == ["0099_fixture_upgrade"]
     with Database(db_url).session() as s:
         after = s.all("select id, status, attempts, payload from jobkit.jobs order by id")
         assert after == before and len(after) == len(ids)
@@ -124,7 +124,7 @@ def test_upgrade_in_place_keeps_every_job(db_url: str) -> None:
         assert s.scalar("select jobkit.fixture_version()") == 2
         manager = JobManager(s, "jobkit")
         assert manager.complete([(j.id, j.attempts, None) for j in claimed]) == {j.id for j in claimed}
-    assert _history(db_url) == ["0001", "0002"]
+    assert _history(db_url) == ["0001", "0002", "0099"]
 
 
 def test_type_settings_sync_and_drift(db_url: str, sample_config: Path) -> None:
@@ -182,7 +182,7 @@ def test_pg_cron_not_preloaded_is_refused_with_the_fix(plain_cluster: LocalClust
 @pytest.mark.slow
 def test_plain_postgres_deploys_and_reports_skipped_grants(no_roles_cluster: LocalCluster) -> None:
     report = _deploy(no_roles_cluster.url())
-    assert report.applied == ["0001_core"]
+    assert report.applied == ["0001_core", "0002_wake"]
     skipped = " ".join(report.notices)
     assert "role anon does not exist" in skipped and "service_role does not exist" in skipped
     with Database(no_roles_cluster.url()).session() as s:

@@ -27,6 +27,7 @@ CONFIG_FILE = "jobkit.toml"
 URL_ENV_VARS = ("JOBKIT_DB_URL", "SUPABASE_DB_URL", "DATABASE_URL")
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _TYPE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
+_SCHEDULE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 _RESERVED_SCHEMAS = {"public", "information_schema", "cron", "net", "vault", "extensions", "auth"}
 
 
@@ -47,6 +48,37 @@ class TypeConfig:
     max_attempts: int = 3
     lease: timedelta = timedelta(minutes=5)
     backoff: Backoff = field(default_factory=Backoff)
+    wake_on_insert: bool = True
+
+
+@dataclass(frozen=True)
+class WakeConfig:
+    """How the database wakes the worker."""
+
+    transport: str = "auto"  # auto (pg_net when installed, else notify) | pg_net | notify
+    timeout: timedelta = timedelta(seconds=5)
+    max_fanout: int = 4
+    batch_size: int = 100
+    budget: timedelta = timedelta(seconds=25)
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """A schedule declared in jobkit.toml: a pg_cron schedule and its target."""
+
+    schedule: str
+    type: str | None = None
+    sql: str | None = None
+
+
+#: The built-in schedules deploy installs, and their default pg_cron schedules.
+MAINTENANCE_DEFAULTS = {
+    "wake": "* * * * *",            # backup wake-up of every type with due jobs
+    "sweep-stuck": "* * * * *",     # expired leases back to pending / failed
+    "sweep-dead": "*/5 * * * *",    # failed -> dead
+    "prune": "17 * * * *",          # finished jobs, history and wake records past retention
+    "prune-cron-history": "23 3 * * *",  # jobkit's rows of cron.job_run_details past retention
+}
 
 
 @dataclass(frozen=True)
@@ -58,6 +90,9 @@ class Settings:
     defaults: TypeConfig = field(default_factory=TypeConfig)
     types: Mapping[str, TypeConfig] = field(default_factory=dict)
     retention: timedelta = timedelta(days=7)
+    wake: WakeConfig = field(default_factory=WakeConfig)
+    maintenance: Mapping[str, str | None] = field(default_factory=lambda: dict(MAINTENANCE_DEFAULTS))
+    schedules: Mapping[str, ScheduleConfig] = field(default_factory=dict)
     home: Path = Path(".jobkit")
     source: Path | None = None
 
@@ -89,7 +124,8 @@ def load_settings(
 
 def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Settings:
     """Validate a parsed jobkit.toml document."""
-    _only(data, {"schema", "db_url", "defaults", "types", "retention"}, "jobkit.toml")
+    _only(data, {"schema", "db_url", "defaults", "types", "retention", "wake", "maintenance",
+                 "schedules"}, "jobkit.toml")
     defaults = _type_config(data.get("defaults", {}), TypeConfig(), "[defaults]")
     types = {
         _type_name(name): _type_config(body, defaults, f"[types.{name}]")
@@ -101,6 +137,12 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Se
         defaults=defaults,
         types=types,
         retention=_positive_duration(data.get("retention", "7d"), "retention"),
+        wake=_wake(data.get("wake", {})),
+        maintenance=_maintenance(data.get("maintenance", {})),
+        schedules={
+            _schedule_name(name): _schedule(body, f"[schedules.{name}]")
+            for name, body in _table(data.get("schedules", {}), "[schedules]").items()
+        },
         source=source,
     )
 
@@ -126,13 +168,81 @@ def _read_toml(file: Path) -> dict[str, Any]:
 
 def _type_config(body: Any, base: TypeConfig, where: str) -> TypeConfig:
     table = _table(body, where)
-    _only(table, {"max_attempts", "lease", "backoff"}, where)
+    _only(table, {"max_attempts", "lease", "backoff", "wake_on_insert"}, where)
     attempts = table.get("max_attempts", base.max_attempts)
     if not isinstance(attempts, int) or isinstance(attempts, bool) or not 1 <= attempts <= 1000:
         raise ConfigError(f"{where} max_attempts must be an integer from 1 to 1000, got {attempts!r}")
     lease = _positive_duration(table.get("lease", base.lease), f"{where} lease")
     backoff = _backoff(table.get("backoff", {}), base.backoff, f"{where} backoff")
-    return TypeConfig(max_attempts=attempts, lease=lease, backoff=backoff)
+    wake_on_insert = table.get("wake_on_insert", base.wake_on_insert)
+    if not isinstance(wake_on_insert, bool):
+        raise ConfigError(f"{where} wake_on_insert must be true or false, got {wake_on_insert!r}")
+    return TypeConfig(max_attempts=attempts, lease=lease, backoff=backoff, wake_on_insert=wake_on_insert)
+
+
+def _wake(body: Any) -> WakeConfig:
+    table = _table(body, "[wake]")
+    _only(table, {"transport", "timeout", "max_fanout", "batch_size", "budget"}, "[wake]")
+    transport = table.get("transport", "auto")
+    if transport not in ("auto", "pg_net", "notify"):
+        raise ConfigError(f"[wake] transport must be auto, pg_net or notify, got {transport!r}")
+    return WakeConfig(
+        transport=transport,
+        timeout=_positive_duration(table.get("timeout", "5s"), "[wake] timeout"),
+        max_fanout=_int(table.get("max_fanout", 4), "[wake] max_fanout", 1, 64),
+        batch_size=_int(table.get("batch_size", 100), "[wake] batch_size", 1, 10_000),
+        budget=_positive_duration(table.get("budget", "25s"), "[wake] budget"),
+    )
+
+
+def _maintenance(body: Any) -> dict[str, str | None]:
+    from .cronspec import every, validate
+
+    table = _table(body, "[maintenance]")
+    _only(table, set(MAINTENANCE_DEFAULTS), "[maintenance]")
+    result: dict[str, str | None] = dict(MAINTENANCE_DEFAULTS)
+    for name, value in table.items():
+        if value == "off":
+            result[name] = None
+        elif isinstance(value, str):
+            result[name] = validate(value) if " " in value.strip() or value.startswith("@") else every(value)
+        else:
+            raise ConfigError(f"[maintenance] {name} must be a duration (\"1m\"), a cron expression or \"off\"")
+    return result
+
+
+def _schedule(body: Any, where: str) -> ScheduleConfig:
+    from .cronspec import every, validate
+
+    table = _table(body, where)
+    _only(table, {"every", "cron", "type", "sql"}, where)
+    if ("every" in table) == ("cron" in table):
+        raise ConfigError(f"{where} needs exactly one of every or cron")
+    if ("type" in table) == ("sql" in table):
+        raise ConfigError(f"{where} needs exactly one of type (wake that job type) or sql")
+    schedule = every(str(table["every"])) if "every" in table else validate(str(table["cron"]))
+    job_type = _type_name(table["type"]) if "type" in table else None
+    sql = _opt_str(table.get("sql"), f"{where} sql")
+    if sql is not None and not sql.strip():
+        raise ConfigError(f"{where} sql is empty")
+    return ScheduleConfig(schedule=schedule, type=job_type, sql=sql)
+
+
+def _schedule_name(value: str) -> str:
+    if not _SCHEDULE_RE.match(value):
+        raise ConfigError(
+            f"schedule name {value!r} is not valid",
+            hint="use 1-40 lower-case letters, digits, _ and -, starting with a letter or digit",
+        )
+    if value in MAINTENANCE_DEFAULTS:
+        raise ConfigError(f"schedule name {value!r} is a built-in schedule; set it under [maintenance]")
+    return value
+
+
+def _int(value: Any, what: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ConfigError(f"{what} must be an integer from {low} to {high}, got {value!r}")
+    return value
 
 
 def _backoff(body: Any, base: Backoff, where: str) -> Backoff:

@@ -15,6 +15,7 @@ from typing import Any, LiteralString
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql as pgsql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
@@ -100,6 +101,14 @@ class Database:
     @property
     def display_url(self) -> str:
         return redact(self.url)
+
+    @property
+    def dbname(self) -> str:
+        return str(conninfo_to_dict(self.url).get("dbname") or "")
+
+    def with_dbname(self, dbname: str) -> Database:
+        """The same server and credentials, another database."""
+        return Database(make_conninfo(self.url, dbname=dbname), application_name=self.application_name)
 
     @contextmanager
     def session(self, *, connect_timeout: int = 10) -> Iterator[Session]:

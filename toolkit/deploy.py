@@ -10,7 +10,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from .config import Settings, TypeConfig
+from . import scheduling, sync
+from .config import Settings
 from .connector import Database, Session
 from .exceptions import DeployError, DriftError, PrerequisiteError
 from .migrations import Plan, applied_migrations, apply, plan
@@ -27,19 +28,22 @@ class DeployReport:
     applied: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
     types_changed: list[str] = field(default_factory=list)
+    settings_changed: list[str] = field(default_factory=list)
+    schedules_changed: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     head: str | None = None
     sql: str = ""
 
     @property
     def changed(self) -> bool:
-        return bool(self.applied or self.types_changed)
+        return bool(self.applied or self.types_changed or self.settings_changed or self.schedules_changed)
 
 
 @dataclass(frozen=True)
 class DeployOptions:
     dry_run: bool = False
     check: bool = False
+    schedules: bool = True
     lock_wait: timedelta = timedelta(minutes=5)
     lock_timeout: timedelta = timedelta(seconds=10)
     extra_migrations: Sequence[Path] = ()
@@ -48,30 +52,43 @@ class DeployOptions:
 def deploy(
     db: Database, settings: Settings, options: DeployOptions = DeployOptions(), echo: Echo = print
 ) -> DeployReport:
-    """Bring the database to this jobkit's head. Raises DriftError for --check when behind."""
+    """Bring the database to this jobkit's head: migrations, then type settings, runtime settings and
+    schedules. With ``check``, raise DriftError (exit 3) instead when anything differs."""
     local = render_migrations(settings, options.extra_migrations)
     with db.session() as session:
         check_prerequisites(session, settings)
         with _deploy_lock(session, settings, options.lock_wait, echo):
             the_plan = plan(local, applied_migrations(session, settings))
             report = DeployReport(pending=[_label(m) for m in the_plan.pending], head=the_plan.head)
-            if the_plan.head is not None:
-                report.types_changed = sorted(_type_diff(session, settings))
-            if options.check:
-                _raise_if_drift(the_plan, report)
+            if options.check or options.dry_run:
+                if not the_plan.pending and the_plan.head is not None:
+                    _compare_data(db, session, settings, options, report, apply=False)
+                if options.check:
+                    _raise_if_drift(the_plan, report)
+                else:
+                    _refuse_conflicts(the_plan)
+                    report.sql = "\n".join(render_unit(settings, m) for m in the_plan.pending)
                 return report
             _refuse_conflicts(the_plan)
-            if options.dry_run:
-                report.sql = "\n".join(render_unit(settings, m) for m in the_plan.pending)
-                return report
             for migration in the_plan.pending:
                 report.notices += apply(session, settings, migration, lock_timeout=options.lock_timeout)
                 report.applied.append(_label(migration))
                 report.head = migration.version
-            diff = _type_diff(session, settings)
-            report.types_changed = sorted(diff)
-            _sync_types(session, settings, diff)
+            _compare_data(db, session, settings, options, report, apply=True)
     return report
+
+
+def _compare_data(db: Database, session: Session, settings: Settings, options: DeployOptions,
+                  report: DeployReport, *, apply: bool) -> None:
+    types = sync.type_diff(session, settings)
+    runtime = sync.runtime_diff(session, settings)
+    report.types_changed = sorted(types)
+    report.settings_changed = sync.describe(runtime)
+    if apply:
+        sync.apply_types(session, settings, types)
+        sync.apply_runtime(session, settings, runtime)
+    if options.schedules:
+        report.schedules_changed = scheduling.sync(db, settings, apply=apply).lines()
 
 
 def check_prerequisites(session: Session, settings: Settings) -> dict[str, Any]:
@@ -134,6 +151,10 @@ def _raise_if_drift(the_plan: Plan, report: DeployReport) -> None:
         )
     if report.types_changed:
         problems.append("job type settings differ from jobkit.toml: " + ", ".join(report.types_changed))
+    if report.settings_changed:
+        problems.append("runtime settings differ: " + ", ".join(report.settings_changed))
+    if report.schedules_changed:
+        problems.append("schedules differ: " + "; ".join(report.schedules_changed))
     if problems:
         raise DriftError("database drift: " + "; ".join(problems))
 
@@ -158,43 +179,6 @@ def _deploy_lock(session: Session, settings: Settings, wait: timedelta, echo: Ec
         yield
     finally:
         session.scalar(q["deploy_unlock"], key)
-
-
-def _desired_types(settings: Settings) -> dict[str, dict[str, Any]]:
-    rows = {"*": _type_row("*", settings.defaults)}
-    rows.update({name: _type_row(name, cfg) for name, cfg in settings.types.items()})
-    return rows
-
-
-def _type_row(name: str, cfg: TypeConfig) -> dict[str, Any]:
-    return {
-        "type": name, "max_attempts": cfg.max_attempts, "lease": cfg.lease,
-        "backoff_base": cfg.backoff.base, "backoff_factor": cfg.backoff.factor,
-        "backoff_cap": cfg.backoff.cap, "backoff_jitter": cfg.backoff.jitter,
-    }
-
-
-def _type_diff(session: Session, settings: Settings) -> dict[str, dict[str, Any] | None]:
-    """type -> desired row (None = delete) for every type whose stored settings differ."""
-    current = {r["type"]: r for r in session.all(queries(settings.schema)["job_types_all"])}
-    desired = _desired_types(settings)
-    diff: dict[str, dict[str, Any] | None] = {
-        name: row for name, row in desired.items() if current.get(name) != row
-    }
-    diff.update({name: None for name in current if name not in desired})
-    return diff
-
-
-def _sync_types(session: Session, settings: Settings, diff: dict[str, dict[str, Any] | None]) -> None:
-    if not diff:
-        return
-    q = queries(settings.schema)
-    with session.transaction():
-        for name, row in sorted(diff.items()):
-            if row is None:
-                session.execute(q["job_type_delete"], {"type": name})
-            else:
-                session.execute(q["job_type_upsert"], row)
 
 
 def _label(migration: Any) -> str:

@@ -37,18 +37,31 @@ select pg_advisory_unlock(hashtextextended(%(key)s, 0)) as unlocked
 select set_config('lock_timeout', %(timeout)s, true)
 
 -- name: job_types_all
-select type, max_attempts, lease, backoff_base, backoff_factor, backoff_cap, backoff_jitter
+select type, max_attempts, lease, backoff_base, backoff_factor, backoff_cap, backoff_jitter,
+       wake_on_insert
 from {{ s }}.job_types order by type
 
 -- name: job_type_upsert
 insert into {{ s }}.job_types
-    (type, max_attempts, lease, backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+    (type, max_attempts, lease, backoff_base, backoff_factor, backoff_cap, backoff_jitter,
+     wake_on_insert)
 values (%(type)s, %(max_attempts)s, %(lease)s, %(backoff_base)s, %(backoff_factor)s,
-        %(backoff_cap)s, %(backoff_jitter)s)
+        %(backoff_cap)s, %(backoff_jitter)s, %(wake_on_insert)s)
 on conflict (type) do update set
     max_attempts = excluded.max_attempts, lease = excluded.lease,
     backoff_base = excluded.backoff_base, backoff_factor = excluded.backoff_factor,
-    backoff_cap = excluded.backoff_cap, backoff_jitter = excluded.backoff_jitter
+    backoff_cap = excluded.backoff_cap, backoff_jitter = excluded.backoff_jitter,
+    wake_on_insert = excluded.wake_on_insert
 
 -- name: job_type_delete
 delete from {{ s }}.job_types where type = %(type)s and type <> '*'
+
+-- name: settings_all
+select key, value from {{ s }}.settings order by key
+
+-- name: setting_upsert
+insert into {{ s }}.settings (key, value) values (%(key)s, %(value)s)
+on conflict (key) do update set value = excluded.value, updated_at = now()
+
+-- name: pg_net_available
+select to_regprocedure('net.http_post(text,jsonb,jsonb,jsonb,integer)') is not null as available

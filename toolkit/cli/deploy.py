@@ -86,6 +86,10 @@ def _print_report(report: DeployReport, schema: str, *, dry_run: bool, check: bo
             click.echo(f"applied {label}")
         if report.types_changed:
             click.echo(f"synced job type settings: {', '.join(report.types_changed)}")
+        if report.settings_changed:
+            click.echo(f"synced runtime settings: {', '.join(report.settings_changed)}")
+        for line in report.schedules_changed:
+            click.echo(line)
         click.echo(f"schema {schema} is at {report.head}")
     else:
         click.echo(f"already up to date: schema {schema} at {report.head}; nothing changed")
@@ -95,6 +99,9 @@ def _dry_summary(report: DeployReport) -> str:
     parts = [f"would apply {', '.join(report.pending)}"] if report.pending else []
     if report.types_changed:
         parts.append(f"would sync job type settings: {', '.join(report.types_changed)}")
+    if report.settings_changed:
+        parts.append(f"would sync runtime settings: {', '.join(report.settings_changed)}")
+    parts += [f"would {line}" for line in report.schedules_changed]
     return "; ".join(parts) if parts else "nothing to do: the database is up to date"
 
 

@@ -1,0 +1,21 @@
+-- The command text of jobkit's cron jobs, rendered per schedule. pg_cron stores it in cron.job and
+-- copies it into every cron.job_run_details row, so it names functions and literal values only:
+-- never a URL or a token (wake() reads those at run time).
+
+-- name: wake_type
+select {{ s }}.wake({{ type | literal }})
+
+-- name: wake
+select {{ s }}.wake_all()
+
+-- name: sweep_stuck
+select count(*) from {{ s }}.sweep_stuck()
+
+-- name: sweep_dead
+select {{ s }}.sweep_dead()
+
+-- name: prune
+select {{ s }}.prune({{ retention | literal }}::interval), {{ s }}.prune_wakeups({{ retention | literal }}::interval)
+
+-- name: prune_cron_history
+delete from cron.job_run_details d using cron.job j where d.jobid = j.jobid and j.jobname like {{ prefix_like | literal }} and j.database = {{ database | literal }} and d.end_time < now() - {{ retention | literal }}::interval

@@ -16,6 +16,7 @@ from jobkit.connector import Database, Session
 from jobkit.deploy import DeployOptions, deploy
 from jobkit.localdb import LocalCluster
 from jobkit.manager import JobManager
+from standins.http_server import Server, recording_server
 
 TEMPLATE = "jobkit_template"
 SCHEMA = "jobkit"
@@ -94,6 +95,13 @@ def session(db: Database) -> Iterator[Session]:
 @pytest.fixture
 def manager(session: Session) -> JobManager:
     return JobManager(session, SCHEMA)
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    """A recording HTTP server on 127.0.0.1 (/ok 200, /fail 500, /slow 1 s, /redirect 302)."""
+    with recording_server() as state:
+        yield state
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import running_cluster
 from jobkit.cli import cli
 from jobkit.config import Settings, load_settings
 from jobkit.connector import Database, Session
@@ -15,8 +16,6 @@ from jobkit.deploy import DeployOptions, DeployReport, deploy
 from jobkit.exceptions import DeployError, DriftError, PrerequisiteError
 from jobkit.localdb import LocalCluster
 from jobkit.manager import JobManager, NewJob
-
-from conftest import running_cluster
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUIET = {"echo": lambda _m: None}

@@ -207,7 +207,8 @@ def _maintenance(body: Any) -> dict[str, str | None]:
         elif isinstance(value, str):
             result[name] = validate(value) if " " in value.strip() or value.startswith("@") else every(value)
         else:
-            raise ConfigError(f"[maintenance] {name} must be a duration (\"1m\"), a cron expression or \"off\"")
+            raise ConfigError(
+                f"[maintenance] {name} must be a duration (\"1m\"), a cron expression or \"off\"")
     return result
 
 

@@ -34,12 +34,14 @@ class CronSite:
 
 @dataclass(frozen=True)
 class Desired:
-    """A schedule as jobkit wants it in cron.job."""
+    """A schedule as jobkit wants it in cron.job, and the database its command runs in (jobkit's,
+    or pg_cron's own for cleaning cron's tables)."""
 
     name: str
     schedule: str
     command: str
     target: str
+    database: str
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class CronJob:
     name: str
     schedule: str
     command: str
+    database: str
     active: bool
     last_start: datetime | None
     last_status: str | None
@@ -77,7 +80,8 @@ class CronJobs:
     def list(self) -> list[CronJob]:
         with self._cron_session() as s:
             rows = s.all(self.q["cron_jobs"], {"prefix": self.site.prefix,
-                                                "database": self.site.jobkit_database})
+                                                "databases": [self.site.jobkit_database,
+                                                              self.site.cron_database]})
         jobs = [_cron_job(r, self.site.prefix) for r in rows]
         return [j for j in jobs if _NAME_RE.match(j.name)]
 
@@ -89,12 +93,13 @@ class CronJobs:
         with self._cron_session() as s:
             return int(s.scalar(self.q["cron_schedule_in_database"], {
                 "name": self.site.prefix + want.name, "schedule": want.schedule,
-                "command": want.command, "database": self.site.jobkit_database}))
+                "command": want.command, "database": want.database}))
 
     def update(self, job: CronJob, want: Desired) -> None:
         """Change schedule and command; a paused job stays paused."""
         self._check(want)
-        self._alter(job.jobid, schedule=want.schedule, command=want.command)
+        self._alter(job.jobid, schedule=want.schedule, command=want.command,
+                    database=want.database)
 
     def set_active(self, job: CronJob, active: bool) -> None:
         self._alter(job.jobid, active=active)
@@ -105,7 +110,7 @@ class CronJobs:
 
     def _alter(self, jobid: int, **changes: Any) -> None:
         params = {"jobid": jobid, "schedule": None, "command": None, "active": None,
-                  "database": self.site.jobkit_database, **changes}
+                  "database": None, **changes}
         with self._cron_session() as s:
             s.execute(self.q["cron_alter_job"], params)
 
@@ -130,7 +135,8 @@ class CronJobs:
         if version is None:
             raise PrerequisiteError(
                 f"the pg_cron extension is not created in database {cron_db}",
-                hint=f"run `create extension pg_cron` in {cron_db} (on Supabase: enable the Cron integration)",
+                hint=f"run `create extension pg_cron` in {cron_db} "
+                "(on Supabase: enable the Cron integration)",
             )
         same = database == cron_db and self.settings.schema == "jobkit"
         prefix = "jobkit:" if same else f"jobkit:{database}.{self.settings.schema}:"
@@ -157,6 +163,6 @@ def set_origin(session: Session, settings: Settings, name: str, origin: str | No
 def _cron_job(row: dict[str, Any], prefix: str) -> CronJob:
     return CronJob(
         jobid=int(row["jobid"]), name=str(row["jobname"])[len(prefix):], schedule=row["schedule"],
-        command=row["command"], active=bool(row["active"]), last_start=row["last_start"],
-        last_status=row["last_status"], last_message=row["last_message"],
+        command=row["command"], database=row["database"], active=bool(row["active"]),
+        last_start=row["last_start"], last_status=row["last_status"], last_message=row["last_message"],
     )

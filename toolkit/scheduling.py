@@ -64,7 +64,8 @@ def cron_command(settings: Settings, site: CronSite, name: str, **context: str) 
 def desired(settings: Settings, site: CronSite) -> list[Desired]:
     """The built-in schedules (minus those turned off) and the ones declared in jobkit.toml."""
     wanted = [
-        Desired(name, schedule, cron_command(settings, site, name), f"built-in: {name}")
+        Desired(name, schedule, cron_command(settings, site, name), f"built-in: {name}",
+                site.cron_database if name == "prune-cron-history" else site.jobkit_database)
         for name, schedule in settings.maintenance.items() if schedule is not None
     ]
     for name, cfg in settings.schedules.items():
@@ -80,7 +81,7 @@ def plan_sync(wanted: list[Desired], existing: list[CronJob], known: dict[str, s
         job = by_name.get(want.name)
         if job is None:
             diff.create.append(want)
-        elif (job.schedule, job.command) != (want.schedule, want.command):
+        elif (job.schedule, job.command, job.database) != (want.schedule, want.command, want.database):
             diff.update.append((job, want))
     names = {w.name for w in wanted}
     diff.delete = [j for j in existing if j.name not in names and known.get(j.name) == "config"]
@@ -158,9 +159,9 @@ def _declared(settings: Settings, site: CronSite, name: str, schedule: str,
                           hint="--type T wakes the worker for a job type; --sql 'SELECT ...' runs SQL")
     if job_type is not None:
         return Desired(name, schedule, cron_command(settings, site, "wake_type", type=job_type),
-                       f"wake {job_type}")
+                       f"wake {job_type}", site.jobkit_database)
     assert sql is not None
-    return Desired(name, schedule, sql.strip(), "sql")
+    return Desired(name, schedule, sql.strip(), "sql", site.jobkit_database)
 
 
 def _existing(jobs: CronJobs, name: str) -> CronJob:

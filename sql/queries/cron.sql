@@ -20,7 +20,7 @@ left join lateral (
     select d.start_time, d.end_time, d.status, d.return_message from cron.job_run_details d
     where d.jobid = j.jobid order by d.runid desc limit 1
 ) r on true
-where left(j.jobname, length(%(prefix)s)) = %(prefix)s and j.database = %(database)s
+where left(j.jobname, length(%(prefix)s)) = %(prefix)s and j.database = any(%(databases)s)
 order by j.jobname
 
 -- name: cron_schedule_in_database

@@ -15,6 +15,8 @@ from . import db as db_cmd
 from . import deploy as deploy_cmd
 from . import dev as dev_cmd
 from .common import pass_state
+from .schedule import schedule
+from .secrets import secrets
 
 
 class JobkitGroup(click.Group):
@@ -52,7 +54,7 @@ def cli(state: Any, config_path: str | None, verbose: bool) -> None:
     state.verbose = verbose
 
 
-for command in (*deploy_cmd.COMMANDS, *dev_cmd.COMMANDS, db_cmd.db):
+for command in (*deploy_cmd.COMMANDS, *dev_cmd.COMMANDS, db_cmd.db, schedule, secrets):
     cli.add_command(command)
 
 

@@ -1,0 +1,63 @@
+"""A real pg_cron tick (Debian's 1.4.2: minute granularity) wakes the worker through pg_net, and the
+worker's token appears nowhere it must not: cron.job, cron.job_run_details, the server log."""
+
+from __future__ import annotations
+
+import time
+
+from standins import PgNetStandIn
+from standins.http_server import Server
+
+from jobkit import scheduling
+from jobkit.config import Settings, TypeConfig
+from jobkit.connector import Database, Session
+from jobkit.deploy import DeployOptions, deploy
+from jobkit.localdb import LocalCluster
+from jobkit.manager import JobManager, NewJob
+from jobkit.secrets import set_secrets
+
+TOKEN = "tick-secret-token-6c1f0e9a7b"
+
+
+def test_a_real_pg_cron_tick_wakes_the_worker(
+    cluster: LocalCluster, admin: Session, db_url: str, server: Server
+) -> None:
+    db = Database(db_url)
+    admin.execute_with_identifiers("alter database {db} set log_statement = 'all'", db=db.dbname)
+    settings = Settings(db_url=db_url, types={"email": TypeConfig(wake_on_insert=False)}, maintenance={})
+    with PgNetStandIn(db_url) as net:
+        net.install()
+        deploy(db, settings, DeployOptions(), echo=lambda _m: None)
+        set_secrets(db, settings, url=server.base + "/ok", token=TOKEN)
+        scheduling.add(db, settings, "tick", "* * * * *", job_type="email")
+        with db.session() as session:
+            JobManager(session, "jobkit").enqueue(NewJob("email", {"to": "x"}))
+            time.sleep(0.3)
+            assert server.seen == []  # the insert trigger is off for email: only cron wakes it
+            seen = server.wait_for(1, timeout=75)
+            assert seen and seen[0].headers["Authorization"] == f"Bearer {TOKEN}"
+            run = _wait_for_run(admin, db.dbname)
+            assert run["status"] == "succeeded"
+            assert "wake('email')" in str(run["command"])
+            deadline = time.monotonic() + 5
+            while session.scalar("select jobkit.reconcile_wakeups()") == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert session.scalar("select outcome from jobkit.wakeups") == "delivered"
+    cron_text = admin.all("select command from cron.job union all "
+                          "select coalesce(command, '') || coalesce(return_message, '') from cron.job_run_details")
+    assert cron_text and not any(TOKEN in str(r["command"]) for r in cron_text)
+    log = (cluster.status().data_dir.parent / "postgres.log").read_text(errors="replace")
+    assert "jobkit.wake" in log or "wake(" in log  # statement logging was on
+    assert TOKEN not in log
+
+
+def _wait_for_run(admin: Session, dbname: str, timeout: float = 15) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = admin.one("select d.status, d.command from cron.job_run_details d join cron.job j "
+                        "using (jobid) where j.database = %s and d.status in ('succeeded', 'failed') "
+                        "order by d.runid desc limit 1", (dbname,))
+        if row:
+            return row
+        time.sleep(0.2)
+    raise AssertionError("pg_cron recorded no finished run")

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from conftest import MIGRATIONS
 from jobkit import __version__
 from jobkit.cli import cli
 from jobkit.config import Settings
@@ -48,7 +49,7 @@ def test_render_prints_the_script() -> None:
 def test_render_out_dir(tmp_path: Path) -> None:
     result = _run("render", "--out", str(tmp_path / "sql"))
     assert result.exit_code == 0
-    assert [p.name for p in sorted((tmp_path / "sql").iterdir())] == ["0001_core.sql", "0002_wake.sql"]
+    assert [p.name for p in sorted((tmp_path / "sql").iterdir())] == [f"{m}.sql" for m in MIGRATIONS]
 
 
 def test_render_supabase_twice_writes_once(tmp_path: Path) -> None:
@@ -63,7 +64,7 @@ def test_deploy_check_exit_codes(fresh_db: str) -> None:
     behind = _run("deploy", "--db-url", fresh_db, "--check")
     assert behind.exit_code == 3 and "pending migration" in behind.output
     dry = _run("deploy", "--db-url", fresh_db, "--dry-run")
-    assert dry.exit_code == 0 and "would apply 0001_core, 0002_wake" in dry.output
+    assert dry.exit_code == 0 and f"would apply {', '.join(MIGRATIONS)}" in dry.output
     with Database(fresh_db).session() as s:
         assert s.scalar("select count(*) from pg_namespace where nspname = 'jobkit'") == 0
     applied = _run("deploy", "--db-url", fresh_db)

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import time
 
-from standins import PgNetStandIn
-from standins.http_server import Server
-
 from jobkit import scheduling
 from jobkit.config import Settings, TypeConfig
 from jobkit.connector import Database, Session
@@ -15,6 +12,8 @@ from jobkit.deploy import DeployOptions, deploy
 from jobkit.localdb import LocalCluster
 from jobkit.manager import JobManager, NewJob
 from jobkit.secrets import set_secrets
+from standins import PgNetStandIn
+from standins.http_server import Server
 
 TOKEN = "tick-secret-token-6c1f0e9a7b"
 

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import running_cluster
+from conftest import HEAD, MIGRATIONS, running_cluster
+
+VERSIONS = [m[:4] for m in MIGRATIONS]
 from jobkit.cli import cli
 from jobkit.config import Settings, load_settings
 from jobkit.connector import Database, Session
@@ -37,10 +39,10 @@ def _schema_exists(url: str) -> bool:
 
 def test_first_deploy_applies_and_second_changes_nothing(fresh_db: str) -> None:
     first = _deploy(fresh_db)
-    assert first.applied == ["0001_core", "0002_wake"] and first.head == "0002"
+    assert first.applied == MIGRATIONS and first.head == HEAD
     second = _deploy(fresh_db)
-    assert not second.changed and second.applied == [] and second.head == "0002"
-    assert _history(fresh_db) == ["0001", "0002"]
+    assert not second.changed and second.applied == [] and second.head == HEAD
+    assert _history(fresh_db) == VERSIONS
 
 
 def test_two_concurrent_deploys_queue(fresh_db: str) -> None:
@@ -61,8 +63,8 @@ def test_two_concurrent_deploys_queue(fresh_db: str) -> None:
     for t in threads:
         t.join()
     assert errors == []
-    assert sorted(len(r.applied) for r in reports) == [0, 2]
-    assert _history(fresh_db) == ["0001", "0002"]
+    assert sorted(len(r.applied) for r in reports) == [0, len(MIGRATIONS)]
+    assert _history(fresh_db) == VERSIONS
 
 
 def test_failed_first_migration_leaves_nothing(fresh_db: str) -> None:
@@ -78,15 +80,15 @@ def test_failed_later_migration_leaves_nothing_of_itself(db_url: str) -> None:
         assert s.scalar("select to_regclass('jobkit.half_done')") is None
         assert s.scalar("select count(*) from information_schema.columns "
                         "where table_schema = 'jobkit' and column_name = 'doomed'") == 0
-    assert _history(db_url) == ["0001", "0002"]
+    assert _history(db_url) == VERSIONS
 
 
 def test_check_reports_behind_and_up_to_date(fresh_db: str) -> None:
-    with pytest.raises(DriftError, match="2 pending migration") as info:
+    with pytest.raises(DriftError, match=f"{len(MIGRATIONS)} pending migration") as info:
         _deploy(fresh_db, check=True)
     assert info.value.exit_code == 3
     _deploy(fresh_db)
-    assert _deploy(fresh_db, check=True).head == "0002"
+    assert _deploy(fresh_db, check=True).head == HEAD
     with pytest.raises(DriftError, match="0099_fixture_upgrade"):
         _deploy(fresh_db, check=True, extra_migrations=[FIXTURES / "migrations"])
 
@@ -123,7 +125,7 @@ def test_upgrade_in_place_keeps_every_job(db_url: str) -> None:
         assert s.scalar("select jobkit.fixture_version()") == 2
         manager = JobManager(s, "jobkit")
         assert manager.complete([(j.id, j.attempts, None) for j in claimed]) == {j.id for j in claimed}
-    assert _history(db_url) == ["0001", "0002", "0099"]
+    assert _history(db_url) == [*VERSIONS, "0099"]
 
 
 def test_type_settings_sync_and_drift(db_url: str, sample_config: Path) -> None:
@@ -181,7 +183,7 @@ def test_pg_cron_not_preloaded_is_refused_with_the_fix(plain_cluster: LocalClust
 @pytest.mark.slow
 def test_plain_postgres_deploys_and_reports_skipped_grants(no_roles_cluster: LocalCluster) -> None:
     report = _deploy(no_roles_cluster.url())
-    assert report.applied == ["0001_core", "0002_wake"]
+    assert report.applied == MIGRATIONS
     skipped = " ".join(report.notices)
     assert "role anon does not exist" in skipped and "service_role does not exist" in skipped
     with Database(no_roles_cluster.url()).session() as s:

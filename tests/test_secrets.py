@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
-
 from jobkit.cli import cli
 from jobkit.config import Settings
 from jobkit.connector import Database, Session

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from conftest import HEAD, MIGRATIONS
 from jobkit.config import Settings
 from jobkit.connector import Database
 from jobkit.exceptions import ConfigError
@@ -16,10 +17,10 @@ WHEN = datetime(2026, 12, 1, 10, 30, 0, tzinfo=UTC)
 
 def test_writes_a_timestamped_file_once(tmp_path: Path) -> None:
     path = write_migration(Settings(), tmp_path, now=WHEN)
-    assert path == tmp_path / "migrations" / "20261201103000_jobkit_0002.sql"
+    assert path == tmp_path / "migrations" / f"20261201103000_jobkit_{HEAD}.sql"
     assert write_migration(Settings(), tmp_path) is None
     assert len(list((tmp_path / "migrations").glob("*.sql"))) == 1
-    assert set(existing_migrations(tmp_path / "migrations")) == {"0001", "0002"}
+    assert set(existing_migrations(tmp_path / "migrations")) == {m[:4] for m in MIGRATIONS}
 
 
 def test_changed_schema_setting_is_refused(tmp_path: Path) -> None:
@@ -35,10 +36,10 @@ def test_file_applies_like_the_supabase_cli_does(tmp_path: Path, fresh_db: str) 
     with Database(fresh_db).session() as s:
         with s.transaction():
             s.script(path.read_text())
-            assert s.scalar("select count(*) from jobkit.schema_migrations") == 2
+            assert s.scalar("select count(*) from jobkit.schema_migrations") == len(MIGRATIONS)
         from jobkit.deploy import DeployOptions, deploy
 
         # Schedules are not part of the migration file: `jobkit deploy` after `supabase db push` adds them.
         options = DeployOptions(check=True, schedules=False)
         report = deploy(Database(fresh_db), Settings(db_url=fresh_db), options, echo=lambda _m: None)
-        assert report.head == "0002"
+        assert report.head == HEAD

@@ -34,6 +34,40 @@ class Failure:
     error: str
     retry_in: timedelta | None = None
     permanent: bool = False
+    max_attempts: int | None = None  # a handler's own max_attempts, overriding the job's
+
+
+Done = tuple[UUID, int, Any]  # (job id, attempt, result)
+
+
+def enqueue_params(job: NewJob) -> dict[str, Any]:
+    return {
+        "type": job.type, "payload": json_param(job.payload), "priority": job.priority or 0,
+        "run_at": job.run_at, "max_attempts": job.max_attempts, "idempotency_key": job.idempotency_key,
+    }
+
+
+def enqueue_many_params(jobs: Sequence[NewJob]) -> dict[str, Any]:
+    return {
+        "types": [j.type for j in jobs], "payloads": [json_param(j.payload) for j in jobs],
+        "priorities": [j.priority for j in jobs], "run_ats": [j.run_at for j in jobs],
+        "max_attempts": [j.max_attempts for j in jobs],
+        "idempotency_keys": [j.idempotency_key for j in jobs],
+    }
+
+
+def complete_params(done: Sequence[Done]) -> dict[str, Any]:
+    return {"ids": [d[0] for d in done], "attempts": [d[1] for d in done],
+            "results": [json_param(d[2]) for d in done]}
+
+
+def fail_params(failures: Sequence[Failure]) -> dict[str, Any]:
+    return {
+        "ids": [f.id for f in failures], "attempts": [f.attempt for f in failures],
+        "errors": [f.error for f in failures], "retry_in": [f.retry_in for f in failures],
+        "permanent": [f.permanent for f in failures],
+        "max_attempts": [f.max_attempts for f in failures],
+    }
 
 
 class JobManager:
@@ -44,23 +78,10 @@ class JobManager:
         self.q = queries(schema)
 
     def enqueue(self, job: NewJob) -> UUID:
-        params = {
-            "type": job.type, "payload": json_param(job.payload), "priority": job.priority or 0,
-            "run_at": job.run_at, "max_attempts": job.max_attempts,
-            "idempotency_key": job.idempotency_key,
-        }
-        return UUID(str(self.session.scalar(self.q["enqueue"], params)))
+        return UUID(str(self.session.scalar(self.q["enqueue"], enqueue_params(job))))
 
     def enqueue_many(self, jobs: Sequence[NewJob]) -> list[UUID]:
-        rows = self.session.all(self.q["enqueue_many"], {
-            "types": [j.type for j in jobs],
-            "payloads": [json_param(j.payload) for j in jobs],
-            "priorities": [j.priority for j in jobs],
-            "run_ats": [j.run_at for j in jobs],
-            "max_attempts": [j.max_attempts for j in jobs],
-            "idempotency_keys": [j.idempotency_key for j in jobs],
-        })
-        return [r["id"] for r in rows]
+        return [r["id"] for r in self.session.all(self.q["enqueue_many"], enqueue_many_params(jobs))]
 
     def pick(self, job_type: str, limit: int, worker: str, lease: timedelta) -> list[Job]:
         rows = self.session.all(
@@ -68,21 +89,13 @@ class JobManager:
         )
         return [Job.from_row(r) for r in rows]
 
-    def complete(self, done: Sequence[tuple[UUID, int, Any]]) -> set[UUID]:
+    def complete(self, done: Sequence[Done]) -> set[UUID]:
         """Complete (id, attempt, result) triples; returns the ids that were accepted."""
-        rows = self.session.all(self.q["complete_jobs"], {
-            "ids": [d[0] for d in done], "attempts": [d[1] for d in done],
-            "results": [json_param(d[2]) for d in done],
-        })
-        return {r["id"] for r in rows}
+        return {r["id"] for r in self.session.all(self.q["complete_jobs"], complete_params(done))}
 
     def fail(self, failures: Sequence[Failure]) -> dict[UUID, str]:
         """Record failures; returns id -> new status for the accepted ones."""
-        rows = self.session.all(self.q["fail_jobs"], {
-            "ids": [f.id for f in failures], "attempts": [f.attempt for f in failures],
-            "errors": [f.error for f in failures], "retry_in": [f.retry_in for f in failures],
-            "permanent": [f.permanent for f in failures],
-        })
+        rows = self.session.all(self.q["fail_jobs"], fail_params(failures))
         return {r["id"]: r["status"] for r in rows}
 
     def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> bool:

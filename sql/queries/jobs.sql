@@ -16,7 +16,8 @@ select * from {{ s }}.pick_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s)
 select * from {{ s }}.complete_jobs(%(ids)s, %(attempts)s, %(results)s) as id
 
 -- name: fail_jobs
-select id, status from {{ s }}.fail_jobs(%(ids)s, %(attempts)s, %(errors)s, %(retry_in)s, %(permanent)s)
+select id, status from {{ s }}.fail_jobs(%(ids)s, %(attempts)s, %(errors)s, %(retry_in)s, %(permanent)s,
+                                       %(max_attempts)s)
 
 -- name: snooze_job
 select {{ s }}.snooze_job(%(id)s, %(attempt)s, %(delay)s) as ok

@@ -19,7 +19,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from .exceptions import ConnectionFailed, DatabaseError, PrerequisiteError
+from ..exceptions import ConnectionFailed, DatabaseError, PrerequisiteError
 
 Row = dict[str, Any]
 Params = Mapping[str, Any] | Sequence[Any] | None

@@ -1,0 +1,32 @@
+-- The worker's hot path: batched claims and fenced batched completions, one statement each.
+
+-- name: claim_jobs
+select * from {{ s }}.claim_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s, %(rate_key)s)
+
+-- name: extend_leases
+select * from {{ s }}.extend_leases(%(ids)s, %(attempts)s, %(by)s) as id
+
+-- name: release_jobs
+select * from {{ s }}.release_jobs(%(ids)s, %(attempts)s) as id
+
+-- name: take_tokens
+select {{ s }}.take_tokens(%(key)s, %(want)s) as granted
+
+-- name: token_wait
+select extract(epoch from {{ s }}.token_wait(%(key)s))::float8 as seconds
+
+-- name: due_count
+select {{ s }}.due_count(%(type)s) as due
+
+-- name: due_types
+with recursive t(type) as (
+    (select j.type from {{ s }}.jobs j where j.status = 'pending' order by j.type limit 1)
+    union all
+    select (select j.type from {{ s }}.jobs j where j.status = 'pending' and j.type > t.type
+            order by j.type limit 1)
+    from t where t.type is not null
+)
+select t.type from t where t.type is not null
+
+-- name: worker_token
+select {{ s }}.secret('worker_token') as token

@@ -1,0 +1,43 @@
+"""Where the worker's lifecycle calls go: the database directly (postgres.py, the fast default) or
+Supabase's Data API through supabase-py (supabase.py). Both speak this protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Protocol
+from uuid import UUID
+
+from ..jobs import Job
+from ..manager import Done, Failure
+
+
+class Backend(Protocol):
+    """The job lifecycle as the worker needs it, one round trip per call."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def claim(self, job_type: str, limit: int, worker: str, lease: timedelta,
+                    rate_key: str | None) -> list[Job]: ...
+
+    async def complete(self, done: Sequence[Done]) -> set[UUID]: ...
+
+    async def fail(self, failures: Sequence[Failure]) -> dict[UUID, str]: ...
+
+    async def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> bool: ...
+
+    async def extend(self, running: Sequence[tuple[UUID, int]], by: timedelta) -> set[UUID]: ...
+
+    async def release(self, running: Sequence[tuple[UUID, int]]) -> set[UUID]: ...
+
+    async def take_tokens(self, key: str, want: int) -> int: ...
+
+    async def token_wait(self, key: str) -> float: ...
+
+    async def due_count(self, job_type: str) -> int: ...
+
+    async def due_types(self) -> list[str]: ...
+
+    async def worker_token(self) -> str | None: ...

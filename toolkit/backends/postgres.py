@@ -1,0 +1,74 @@
+"""The direct PostgreSQL backend: psycopg's async pool, named queries, one statement per call.
+
+Works through Supavisor's session pooler (port 5432). The transaction pooler (port 6543) has no
+LISTEN, no session advisory locks and no prepared statements: use ``prepare=False`` there, and the
+pg_net transport rather than NOTIFY.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from uuid import UUID
+
+from ..connector.aio import AsyncPool
+from ..jobs import Job
+from ..manager import Done, Failure, complete_params, fail_params
+from ..queries import queries
+
+
+class PostgresBackend:
+    """Backend over a psycopg connection pool."""
+
+    def __init__(self, url: str, schema: str = "jobkit", *, max_size: int = 10, prepare: bool = True) -> None:
+        self.pool = AsyncPool(url, max_size=max_size, prepare=prepare)
+        self.q = queries(schema)
+
+    async def open(self) -> None:
+        await self.pool.open()
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def claim(self, job_type: str, limit: int, worker: str, lease: timedelta,
+                    rate_key: str | None) -> list[Job]:
+        rows = await self.pool.all(self.q["claim_jobs"], {
+            "type": job_type, "limit": limit, "worker": worker, "lease": lease, "rate_key": rate_key})
+        return [Job.from_row(r) for r in rows]
+
+    async def complete(self, done: Sequence[Done]) -> set[UUID]:
+        return {r["id"] for r in await self.pool.all(self.q["complete_jobs"], complete_params(done))}
+
+    async def fail(self, failures: Sequence[Failure]) -> dict[UUID, str]:
+        rows = await self.pool.all(self.q["fail_jobs"], fail_params(failures))
+        return {r["id"]: r["status"] for r in rows}
+
+    async def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> bool:
+        return bool(await self.pool.scalar(
+            self.q["snooze_job"], {"id": job_id, "attempt": attempt, "delay": delay}))
+
+    async def extend(self, running: Sequence[tuple[UUID, int]], by: timedelta) -> set[UUID]:
+        rows = await self.pool.all(self.q["extend_leases"], {
+            "ids": [r[0] for r in running], "attempts": [r[1] for r in running], "by": by})
+        return {r["id"] for r in rows}
+
+    async def release(self, running: Sequence[tuple[UUID, int]]) -> set[UUID]:
+        rows = await self.pool.all(self.q["release_jobs"], {
+            "ids": [r[0] for r in running], "attempts": [r[1] for r in running]})
+        return {r["id"] for r in rows}
+
+    async def take_tokens(self, key: str, want: int) -> int:
+        return int(await self.pool.scalar(self.q["take_tokens"], {"key": key, "want": want}) or 0)
+
+    async def token_wait(self, key: str) -> float:
+        return float(await self.pool.scalar(self.q["token_wait"], {"key": key}) or 0.0)
+
+    async def due_count(self, job_type: str) -> int:
+        return int(await self.pool.scalar(self.q["due_count"], {"type": job_type}) or 0)
+
+    async def due_types(self) -> list[str]:
+        return [r["type"] for r in await self.pool.all(self.q["due_types"])]
+
+    async def worker_token(self) -> str | None:
+        value = await self.pool.scalar(self.q["worker_token"])
+        return str(value) if value is not None else None

@@ -1,0 +1,101 @@
+"""JobContext: what a handler knows about its job, and the two things it can ask of jobkit.
+
+``heartbeat()`` and ``acquire()`` work from both kinds of handler: in an async handler they return
+an awaitable (``await ctx.heartbeat()``); in a sync handler, which runs in a worker thread, they
+block and return the result (``ctx.heartbeat()``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import timedelta
+from typing import Any, TypeVar
+from uuid import UUID
+
+from .backends import Backend
+from .handlers import RateLimited
+from .jobs import Job
+
+T = TypeVar("T")
+log = logging.getLogger("jobkit.job")
+
+
+class JobContext:
+    """Handed to every handler as its second argument."""
+
+    def __init__(self, job: Job, *, backend: Backend, loop: asyncio.AbstractEventLoop,
+                 lease: timedelta, deadline: float) -> None:
+        self.job = job
+        self._backend = backend
+        self._loop = loop
+        self._lease = lease
+        self._deadline = deadline  # loop.time() after which the attempt is abandoned
+        self.lost = False  # set when a heartbeat finds the job no longer ours
+        self.logger = logging.LoggerAdapter(log, {"job_id": str(job.id), "job_type": job.type,
+                                                  "attempt": job.attempts})
+
+    @property
+    def id(self) -> UUID:
+        return self.job.id
+
+    @property
+    def type(self) -> str:
+        return self.job.type
+
+    @property
+    def attempt(self) -> int:
+        """1 on the first try (snoozes do not count)."""
+        return self.job.attempts
+
+    @property
+    def max_attempts(self) -> int:
+        return self.job.max_attempts
+
+    @property
+    def idempotency_key(self) -> str | None:
+        return self.job.idempotency_key
+
+    @property
+    def payload(self) -> Any:
+        return self.job.payload
+
+    def heartbeat(self, by: timedelta | None = None) -> Any:
+        """Extend this attempt's lease (default: by the full lease). False: the job is no longer
+        ours (its lease expired and it was swept or re-claimed): stop working on it."""
+        return self._dual(lambda: self._heartbeat(by or self._lease))
+
+    def acquire(self, key: str, n: int = 1) -> Any:
+        """Take ``n`` tokens from the rate limit ``key`` shared by every worker, waiting for them
+        while this attempt has time left; raises RateLimited (the job is snoozed) otherwise."""
+        return self._dual(lambda: self._acquire(key, n))
+
+    async def _heartbeat(self, by: timedelta) -> bool:
+        kept = await self._backend.extend([(self.job.id, self.job.attempts)], by)
+        self.lost = self.job.id not in kept
+        return not self.lost
+
+    async def _acquire(self, key: str, n: int) -> None:
+        got = 0
+        while got < n:
+            got += await self._backend.take_tokens(key, n - got)
+            if got >= n:
+                return
+            wait = max(await self._backend.token_wait(key), 0.01)
+            if self._loop.time() + wait > self._deadline:
+                raise RateLimited(f"rate limit {key!r}: no token before the timeout", retry_after=wait)
+            await asyncio.sleep(wait)
+
+    def _dual(self, make: Callable[[], Coroutine[Any, Any, T]]) -> Awaitable[T] | T:
+        if _in_loop_thread(self._loop):
+            return make()
+        return asyncio.run_coroutine_threadsafe(make(), self._loop).result()
+
+
+def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+

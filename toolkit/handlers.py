@@ -1,0 +1,119 @@
+"""Programming model: a Registry of handlers, and the exceptions a handler raises to steer retries.
+
+    jobs = jobkit.Registry()
+
+    @jobs.handler("send_email", max_attempts=5, timeout=30, rate_limit="mailgun")
+    async def send_email(payload, ctx):
+        ...
+        return {"message_id": ...}
+
+A handler is a sync or async function ``(payload, ctx) -> result``; the result must be
+JSON-serializable. Any exception retries with backoff; ``Retry(after=...)`` chooses the delay,
+``RateLimited(retry_after=...)`` snoozes without consuming an attempt, ``Permanent`` fails for good.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from .config import Backoff
+from .exceptions import ConfigError
+
+HandlerFunc = Callable[[Any, Any], Any]
+Seconds = float | int | timedelta
+
+
+class Retry(Exception):
+    """Fail this attempt and retry after ``after`` (seconds or a timedelta)."""
+
+    def __init__(self, message: str = "retry requested", *, after: Seconds) -> None:
+        super().__init__(message)
+        self.after = _delta(after)
+
+
+class RateLimited(Exception):
+    """The API said 429: run this job again after ``retry_after`` without consuming an attempt."""
+
+    def __init__(self, message: str = "rate limited", *, retry_after: Seconds = 1) -> None:
+        super().__init__(message)
+        self.retry_after = _delta(retry_after)
+
+
+class Permanent(Exception):
+    """Fail this job now, without retrying (bad input, a 4xx that will never succeed)."""
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A registered handler and its per-type options (None = the database's type settings)."""
+
+    type: str
+    func: HandlerFunc
+    is_async: bool
+    timeout: timedelta
+    lease: timedelta
+    max_attempts: int | None = None
+    backoff: Backoff | None = None
+    rate_limit: str | None = None
+
+    def retry_delay(self, attempt: int) -> timedelta | None:
+        """The handler's own backoff after a failed ``attempt``; None = the database's curve."""
+        if self.backoff is None:
+            return None
+        b = self.backoff
+        seconds = min(b.cap.total_seconds(), b.base.total_seconds() * b.factor ** min(attempt - 1, 100))
+        return timedelta(seconds=max(1.0, seconds * (1 + b.jitter * (2 * random.random() - 1))))
+
+
+class Registry:
+    """Job types and the functions that run them."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, Handler] = {}
+
+    def handler(
+        self, job_type: str, *, timeout: Seconds = 60, lease: Seconds | None = None,
+        max_attempts: int | None = None, backoff: Backoff | None = None, rate_limit: str | None = None,
+    ) -> Callable[[HandlerFunc], HandlerFunc]:
+        """Register the decorated function for ``job_type``. ``lease`` defaults to the timeout plus
+        30 s; long jobs heartbeat automatically, so the lease may be shorter than the timeout."""
+
+        def register(func: HandlerFunc) -> HandlerFunc:
+            if job_type in self._handlers:
+                raise ConfigError(f"job type {job_type!r} already has a handler")
+            limit = _delta(timeout)
+            if max_attempts is not None and max_attempts < 1:
+                raise ConfigError(f"handler {job_type}: max_attempts must be at least 1")
+            self._handlers[job_type] = Handler(
+                type=job_type, func=func, is_async=inspect.iscoroutinefunction(func), timeout=limit,
+                lease=_delta(lease) if lease is not None else limit + timedelta(seconds=30),
+                max_attempts=max_attempts, backoff=backoff, rate_limit=rate_limit,
+            )
+            return func
+
+        return register
+
+    def get(self, job_type: str) -> Handler | None:
+        return self._handlers.get(job_type)
+
+    def __contains__(self, job_type: object) -> bool:
+        return job_type in self._handlers
+
+    def __iter__(self) -> Iterator[Handler]:
+        return iter(self._handlers.values())
+
+    @property
+    def types(self) -> list[str]:
+        return sorted(self._handlers)
+
+
+def _delta(value: Seconds) -> timedelta:
+    result = value if isinstance(value, timedelta) else timedelta(seconds=float(value))
+    if result <= timedelta(0):
+        raise ConfigError(f"durations must be positive, got {value!r}")
+    return result

@@ -1,15 +1,36 @@
-"""jobkit: Postgres-native background jobs for Supabase."""
+"""jobkit: Postgres-native background jobs for Supabase.
+
+    import jobkit
+
+    jobs = jobkit.Registry()
+
+    @jobs.handler("send_email", max_attempts=5, rate_limit="mailgun")
+    async def send_email(payload, ctx):
+        ...
+
+    jobkit.enqueue(db_url_or_connection, "send_email", {"to": "a@example.com"})
+"""
 
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
 from .config import Settings, load_settings
+from .context import JobContext
+from .endpoint import WorkerEndpoint, create_app
+from .enqueue import enqueue, enqueue_many
 from .exceptions import JobkitError
+from .handlers import Permanent, RateLimited, Registry, Retry
+from .jobs import Job, Status
+from .manager import NewJob
 
 try:
     __version__ = version("jobkit")
 except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
     __version__ = "0.0.0+unknown"
 
-__all__ = ["JobkitError", "Settings", "__version__", "load_settings"]
+__all__ = [
+    "Job", "JobContext", "JobkitError", "NewJob", "Permanent", "RateLimited", "Registry", "Retry",
+    "Settings", "Status", "WorkerEndpoint", "__version__", "create_app", "enqueue", "enqueue_many",
+    "load_settings",
+]

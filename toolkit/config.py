@@ -20,15 +20,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from .durations import parse_duration
+from . import validate as v
 from .exceptions import ConfigError
 
 CONFIG_FILE = "jobkit.toml"
 URL_ENV_VARS = ("JOBKIT_DB_URL", "SUPABASE_DB_URL", "DATABASE_URL")
-_SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_TYPE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
 _SCHEDULE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
-_RESERVED_SCHEMAS = {"public", "information_schema", "cron", "net", "vault", "extensions", "auth"}
 
 
 @dataclass(frozen=True)
@@ -49,6 +46,15 @@ class TypeConfig:
     lease: timedelta = timedelta(minutes=5)
     backoff: Backoff = field(default_factory=Backoff)
     wake_on_insert: bool = True
+    rate_limit: str | None = None  # the rate-limit key this type's claims take tokens from
+
+
+@dataclass(frozen=True)
+class RateLimitConfig:
+    """A token bucket shared by every worker: ``rate`` tokens per second, up to ``burst``."""
+
+    rate: float
+    burst: int
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,8 @@ class Settings:
     wake: WakeConfig = field(default_factory=WakeConfig)
     maintenance: Mapping[str, str | None] = field(default_factory=lambda: dict(MAINTENANCE_DEFAULTS))
     schedules: Mapping[str, ScheduleConfig] = field(default_factory=dict)
+    ratelimits: Mapping[str, RateLimitConfig] = field(default_factory=dict)
+    api_schema: str | None = None  # the Data API schema of wrappers for supabase-py (optional)
     home: Path = Path(".jobkit")
     source: Path | None = None
 
@@ -118,31 +126,41 @@ def load_settings(
     if url:
         overrides["db_url"] = url
     if schema:
-        overrides["schema"] = _schema(schema)
+        overrides["schema"] = v.schema(schema)
     return replace(settings, **overrides)
+
+
+def worker_token_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    """``JOBKIT_WORKER_TOKEN``: the worker's bearer token when it should not read it from the database."""
+    return (os.environ if env is None else env).get("JOBKIT_WORKER_TOKEN") or None
 
 
 def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Settings:
     """Validate a parsed jobkit.toml document."""
-    _only(data, {"schema", "db_url", "defaults", "types", "retention", "wake", "maintenance",
-                 "schedules"}, "jobkit.toml")
+    v.only(data, {"schema", "db_url", "defaults", "types", "retention", "wake", "maintenance",
+                 "schedules", "ratelimits", "api"}, "jobkit.toml")
     defaults = _type_config(data.get("defaults", {}), TypeConfig(), "[defaults]")
     types = {
-        _type_name(name): _type_config(body, defaults, f"[types.{name}]")
-        for name, body in _table(data.get("types", {}), "[types]").items()
+        v.type_name(name): _type_config(body, defaults, f"[types.{name}]")
+        for name, body in v.table(data.get("types", {}), "[types]").items()
     }
     return Settings(
-        schema=_schema(data.get("schema", "jobkit")),
-        db_url=_opt_str(data.get("db_url"), "db_url"),
+        schema=v.schema(data.get("schema", "jobkit")),
+        db_url=v.opt_str(data.get("db_url"), "db_url"),
         defaults=defaults,
         types=types,
-        retention=_positive_duration(data.get("retention", "7d"), "retention"),
+        retention=v.positive_duration(data.get("retention", "7d"), "retention"),
         wake=_wake(data.get("wake", {})),
         maintenance=_maintenance(data.get("maintenance", {})),
         schedules={
             _schedule_name(name): _schedule(body, f"[schedules.{name}]")
-            for name, body in _table(data.get("schedules", {}), "[schedules]").items()
+            for name, body in v.table(data.get("schedules", {}), "[schedules]").items()
         },
+        ratelimits={
+            v.type_name(key): _ratelimit(body, f"[ratelimits.{key}]")
+            for key, body in v.table(data.get("ratelimits", {}), "[ratelimits]").items()
+        },
+        api_schema=_api(data.get("api", {})),
         source=source,
     )
 
@@ -167,39 +185,58 @@ def _read_toml(file: Path) -> dict[str, Any]:
 
 
 def _type_config(body: Any, base: TypeConfig, where: str) -> TypeConfig:
-    table = _table(body, where)
-    _only(table, {"max_attempts", "lease", "backoff", "wake_on_insert"}, where)
+    table = v.table(body, where)
+    v.only(table, {"max_attempts", "lease", "backoff", "wake_on_insert", "rate_limit"}, where)
     attempts = table.get("max_attempts", base.max_attempts)
     if not isinstance(attempts, int) or isinstance(attempts, bool) or not 1 <= attempts <= 1000:
         raise ConfigError(f"{where} max_attempts must be an integer from 1 to 1000, got {attempts!r}")
-    lease = _positive_duration(table.get("lease", base.lease), f"{where} lease")
+    lease = v.positive_duration(table.get("lease", base.lease), f"{where} lease")
     backoff = _backoff(table.get("backoff", {}), base.backoff, f"{where} backoff")
     wake_on_insert = table.get("wake_on_insert", base.wake_on_insert)
     if not isinstance(wake_on_insert, bool):
         raise ConfigError(f"{where} wake_on_insert must be true or false, got {wake_on_insert!r}")
-    return TypeConfig(max_attempts=attempts, lease=lease, backoff=backoff, wake_on_insert=wake_on_insert)
+    rate_limit = table.get("rate_limit", base.rate_limit)
+    if rate_limit is not None:
+        rate_limit = v.type_name(str(rate_limit))
+    return TypeConfig(max_attempts=attempts, lease=lease, backoff=backoff,
+                      wake_on_insert=wake_on_insert, rate_limit=rate_limit)
+
+
+def _api(body: Any) -> str | None:
+    table = v.table(body, "[api]")
+    v.only(table, {"schema"}, "[api]")
+    return v.schema(table["schema"]) if "schema" in table else None
+
+
+def _ratelimit(body: Any, where: str) -> RateLimitConfig:
+    table = v.table(body, where)
+    v.only(table, {"rate", "burst"}, where)
+    if "rate" not in table:
+        raise ConfigError(f"{where} needs rate, e.g. rate = \"60/min\"")
+    return RateLimitConfig(rate=v.rate(table["rate"], f"{where} rate"),
+                           burst=v.integer(table.get("burst", 1), f"{where} burst", 1, 1_000_000))
 
 
 def _wake(body: Any) -> WakeConfig:
-    table = _table(body, "[wake]")
-    _only(table, {"transport", "timeout", "max_fanout", "batch_size", "budget"}, "[wake]")
+    table = v.table(body, "[wake]")
+    v.only(table, {"transport", "timeout", "max_fanout", "batch_size", "budget"}, "[wake]")
     transport = table.get("transport", "auto")
     if transport not in ("auto", "pg_net", "notify"):
         raise ConfigError(f"[wake] transport must be auto, pg_net or notify, got {transport!r}")
     return WakeConfig(
         transport=transport,
-        timeout=_positive_duration(table.get("timeout", "5s"), "[wake] timeout"),
-        max_fanout=_int(table.get("max_fanout", 4), "[wake] max_fanout", 1, 64),
-        batch_size=_int(table.get("batch_size", 100), "[wake] batch_size", 1, 10_000),
-        budget=_positive_duration(table.get("budget", "25s"), "[wake] budget"),
+        timeout=v.positive_duration(table.get("timeout", "5s"), "[wake] timeout"),
+        max_fanout=v.integer(table.get("max_fanout", 4), "[wake] max_fanout", 1, 64),
+        batch_size=v.integer(table.get("batch_size", 100), "[wake] batch_size", 1, 10_000),
+        budget=v.positive_duration(table.get("budget", "25s"), "[wake] budget"),
     )
 
 
 def _maintenance(body: Any) -> dict[str, str | None]:
     from .cronspec import every, validate
 
-    table = _table(body, "[maintenance]")
-    _only(table, set(MAINTENANCE_DEFAULTS), "[maintenance]")
+    table = v.table(body, "[maintenance]")
+    v.only(table, set(MAINTENANCE_DEFAULTS), "[maintenance]")
     result: dict[str, str | None] = dict(MAINTENANCE_DEFAULTS)
     for name, value in table.items():
         if value == "off":
@@ -215,15 +252,15 @@ def _maintenance(body: Any) -> dict[str, str | None]:
 def _schedule(body: Any, where: str) -> ScheduleConfig:
     from .cronspec import every, validate
 
-    table = _table(body, where)
-    _only(table, {"every", "cron", "type", "sql"}, where)
+    table = v.table(body, where)
+    v.only(table, {"every", "cron", "type", "sql"}, where)
     if ("every" in table) == ("cron" in table):
         raise ConfigError(f"{where} needs exactly one of every or cron")
     if ("type" in table) == ("sql" in table):
         raise ConfigError(f"{where} needs exactly one of type (wake that job type) or sql")
     schedule = every(str(table["every"])) if "every" in table else validate(str(table["cron"]))
-    job_type = _type_name(table["type"]) if "type" in table else None
-    sql = _opt_str(table.get("sql"), f"{where} sql")
+    job_type = v.type_name(table["type"]) if "type" in table else None
+    sql = v.opt_str(table.get("sql"), f"{where} sql")
     if sql is not None and not sql.strip():
         raise ConfigError(f"{where} sql is empty")
     return ScheduleConfig(schedule=schedule, type=job_type, sql=sql)
@@ -240,15 +277,9 @@ def _schedule_name(value: str) -> str:
     return value
 
 
-def _int(value: Any, what: str, low: int, high: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ConfigError(f"{what} must be an integer from {low} to {high}, got {value!r}")
-    return value
-
-
 def _backoff(body: Any, base: Backoff, where: str) -> Backoff:
-    table = _table(body, where)
-    _only(table, {"base", "factor", "cap", "jitter"}, where)
+    table = v.table(body, where)
+    v.only(table, {"base", "factor", "cap", "jitter"}, where)
     factor = table.get("factor", base.factor)
     jitter = table.get("jitter", base.jitter)
     if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not 1 <= factor <= 100:
@@ -256,9 +287,9 @@ def _backoff(body: Any, base: Backoff, where: str) -> Backoff:
     if not isinstance(jitter, (int, float)) or isinstance(jitter, bool) or not 0 <= jitter < 1:
         raise ConfigError(f"{where} jitter must be a fraction in [0, 1), got {jitter!r}")
     result = Backoff(
-        base=_positive_duration(table.get("base", base.base), f"{where} base"),
+        base=v.positive_duration(table.get("base", base.base), f"{where} base"),
         factor=float(factor),
-        cap=_positive_duration(table.get("cap", base.cap), f"{where} cap"),
+        cap=v.positive_duration(table.get("cap", base.cap), f"{where} cap"),
         jitter=float(jitter),
     )
     if result.cap < result.base:
@@ -266,57 +297,3 @@ def _backoff(body: Any, base: Backoff, where: str) -> Backoff:
     return result
 
 
-def _positive_duration(value: Any, what: str) -> timedelta:
-    if isinstance(value, timedelta):
-        delta = value
-    elif isinstance(value, str):
-        delta = parse_duration(value, what=what)
-    else:
-        raise ConfigError(f"{what} must be a duration string such as \"30s\", got {value!r}")
-    if delta < timedelta(seconds=1):
-        raise ConfigError(f"{what} must be at least 1s, got {value!r}")
-    return delta
-
-
-def _schema(value: Any) -> str:
-    if not isinstance(value, str) or not _SCHEMA_RE.match(value) or value.startswith("pg_"):
-        raise ConfigError(
-            f"schema {value!r} is not a valid schema name",
-            hint="use lower-case letters, digits and underscores, starting with a letter (e.g. jobkit)",
-        )
-    if value in _RESERVED_SCHEMAS:
-        raise ConfigError(
-            f"schema {value!r} is reserved or exposed through the Data API",
-            hint="use a schema of jobkit's own, e.g. jobkit",
-        )
-    return value
-
-
-def _type_name(value: str) -> str:
-    if not _TYPE_RE.match(value):
-        raise ConfigError(
-            f"job type {value!r} is not a valid name",
-            hint="use 1-100 letters, digits, and _ . : -",
-        )
-    return value
-
-
-def _table(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{where} must be a table, got {value!r}")
-    return value
-
-
-def _only(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key {unknown[0]!r}",
-            hint=f"allowed keys: {', '.join(sorted(allowed))}",
-        )
-
-
-def _opt_str(value: Any, what: str) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise ConfigError(f"{what} must be a string, got {value!r}")

@@ -16,7 +16,7 @@ from .connector import Database, Session
 from .exceptions import DeployError, DriftError, PrerequisiteError
 from .migrations import Plan, applied_migrations, apply, plan
 from .queries import queries
-from .render import render_migrations, render_unit
+from .render import render_api, render_migrations, render_unit
 
 Echo = Callable[[str], None]
 
@@ -82,11 +82,16 @@ def _compare_data(db: Database, session: Session, settings: Settings, options: D
                   report: DeployReport, *, apply: bool) -> None:
     types = sync.type_diff(session, settings)
     runtime = sync.runtime_diff(session, settings)
+    limits = sync.ratelimit_diff(session, settings)
     report.types_changed = sorted(types)
-    report.settings_changed = sync.describe(runtime)
+    report.settings_changed = sync.describe(runtime) + [f"ratelimit {k}" for k in sorted(limits)]
     if apply:
         sync.apply_types(session, settings, types)
         sync.apply_runtime(session, settings, runtime)
+        sync.apply_ratelimits(session, settings, limits)
+        api = render_api(settings)
+        if api:
+            session.script(api)
     if options.schedules:
         report.schedules_changed = scheduling.sync(db, settings, apply=apply).lines()
 

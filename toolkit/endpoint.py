@@ -159,7 +159,8 @@ async def _parse_run(request: Request, default_budget: timedelta
 
 def _problem(unknown: list[str], job_type: Any, max_jobs: Any, budget_ms: Any) -> str | None:
     checks: list[tuple[bool, str]] = [
-        (bool(unknown), f"unknown field {unknown[0] if unknown else ''!r}; allowed: type, max_jobs, budget_ms"),
+        (bool(unknown),
+         f"unknown field {unknown[0] if unknown else ''!r}; allowed: type, max_jobs, budget_ms"),
         (not isinstance(job_type, str) or not job_type, "type must be a non-empty string"),
         (max_jobs is not None and (not _is_int(max_jobs) or not 1 <= max_jobs <= 1_000_000),
          "max_jobs must be an integer from 1 to 1000000"),

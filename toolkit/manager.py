@@ -23,6 +23,7 @@ class NewJob:
     run_at: datetime | None = None
     max_attempts: int | None = None
     idempotency_key: str | None = None
+    delay: timedelta | None = None  # run at the database's now() + delay (when run_at is None)
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,8 @@ Done = tuple[UUID, int, Any]  # (job id, attempt, result)
 def enqueue_params(job: NewJob) -> dict[str, Any]:
     return {
         "type": job.type, "payload": json_param(job.payload), "priority": job.priority or 0,
-        "run_at": job.run_at, "max_attempts": job.max_attempts, "idempotency_key": job.idempotency_key,
+        "run_at": job.run_at, "delay": job.delay, "max_attempts": job.max_attempts,
+        "idempotency_key": job.idempotency_key,
     }
 
 
@@ -51,6 +53,7 @@ def enqueue_many_params(jobs: Sequence[NewJob]) -> dict[str, Any]:
     return {
         "types": [j.type for j in jobs], "payloads": [json_param(j.payload) for j in jobs],
         "priorities": [j.priority for j in jobs], "run_ats": [j.run_at for j in jobs],
+        "delays": [j.delay for j in jobs],
         "max_attempts": [j.max_attempts for j in jobs],
         "idempotency_keys": [j.idempotency_key for j in jobs],
     }

@@ -124,9 +124,20 @@ def render_script(
         + render_unit(settings, m)
         for m in chosen
     )
+    api = render_api(settings)
+    if api:
+        body += f"\n-- ---- Data API schema {settings.api_schema} ----\n{api}"
     if not transaction:
         return f"{header}\n{body}"
     return f"{header}begin;\n\n{body}\ncommit;\n"
+
+
+def render_api(settings: Settings) -> str | None:
+    """The Data API wrapper schema (sql/api.sql) when ``[api] schema`` is configured."""
+    if settings.api_schema is None:
+        return None
+    context = {**_context(settings), "api": ident(settings.api_schema), "api_name": settings.api_schema}
+    return environment().get_template("api.sql").render(context)
 
 
 def _context(settings: Settings) -> dict[str, object]:

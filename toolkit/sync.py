@@ -36,6 +36,22 @@ def apply_types(session: Session, settings: Settings, diff: Diff) -> None:
                 session.execute(q["job_type_upsert"], row)
 
 
+def ratelimit_diff(session: Session, settings: Settings) -> Diff:
+    """key -> (rate, burst) for every declared rate limit that is missing or different. Rate
+    limits declared nowhere stay (they may come from `jobkit ratelimit set`)."""
+    rows = session.all(queries(settings.schema)["ratelimits_all"])
+    current = {r["key"]: (r["rate"], r["burst"]) for r in rows}
+    return {key: (cfg.rate, cfg.burst) for key, cfg in settings.ratelimits.items()
+            if current.get(key) != (cfg.rate, cfg.burst)}
+
+
+def apply_ratelimits(session: Session, settings: Settings, diff: Diff) -> None:
+    q = queries(settings.schema)
+    with session.transaction():
+        for key, (rate, burst) in sorted(diff.items()):
+            session.execute(q["ratelimit_upsert"], {"key": key, "rate": rate, "burst": burst})
+
+
 def runtime_diff(session: Session, settings: Settings) -> Diff:
     """setting key -> desired value for every runtime setting that differs."""
     q = queries(settings.schema)
@@ -81,5 +97,5 @@ def _type_row(name: str, cfg: TypeConfig) -> dict[str, Any]:
         "type": name, "max_attempts": cfg.max_attempts, "lease": cfg.lease,
         "backoff_base": cfg.backoff.base, "backoff_factor": cfg.backoff.factor,
         "backoff_cap": cfg.backoff.cap, "backoff_jitter": cfg.backoff.jitter,
-        "wake_on_insert": cfg.wake_on_insert,
+        "wake_on_insert": cfg.wake_on_insert, "rate_limit": cfg.rate_limit,
     }

@@ -38,20 +38,20 @@ select set_config('lock_timeout', %(timeout)s, true)
 
 -- name: job_types_all
 select type, max_attempts, lease, backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-       wake_on_insert
+       wake_on_insert, rate_limit
 from {{ s }}.job_types order by type
 
 -- name: job_type_upsert
 insert into {{ s }}.job_types
     (type, max_attempts, lease, backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-     wake_on_insert)
+     wake_on_insert, rate_limit)
 values (%(type)s, %(max_attempts)s, %(lease)s, %(backoff_base)s, %(backoff_factor)s,
-        %(backoff_cap)s, %(backoff_jitter)s, %(wake_on_insert)s)
+        %(backoff_cap)s, %(backoff_jitter)s, %(wake_on_insert)s, %(rate_limit)s)
 on conflict (type) do update set
     max_attempts = excluded.max_attempts, lease = excluded.lease,
     backoff_base = excluded.backoff_base, backoff_factor = excluded.backoff_factor,
     backoff_cap = excluded.backoff_cap, backoff_jitter = excluded.backoff_jitter,
-    wake_on_insert = excluded.wake_on_insert
+    wake_on_insert = excluded.wake_on_insert, rate_limit = excluded.rate_limit
 
 -- name: job_type_delete
 delete from {{ s }}.job_types where type = %(type)s and type <> '*'
@@ -65,3 +65,15 @@ on conflict (key) do update set value = excluded.value, updated_at = now()
 
 -- name: pg_net_available
 select to_regprocedure('net.http_post(text,jsonb,jsonb,jsonb,integer)') is not null as available
+
+-- name: ratelimits_all
+select key, rate, burst, tokens, updated_at from {{ s }}.rate_limits order by key
+
+-- name: ratelimit_upsert
+-- A new bucket starts full; a changed one keeps its tokens, capped at the new burst.
+insert into {{ s }}.rate_limits (key, rate, burst, tokens) values (%(key)s, %(rate)s, %(burst)s, %(burst)s)
+on conflict (key) do update set rate = excluded.rate, burst = excluded.burst,
+    tokens = least({{ s }}.rate_limits.tokens, excluded.burst)
+
+-- name: ratelimit_delete
+delete from {{ s }}.rate_limits where key = %(key)s returning key

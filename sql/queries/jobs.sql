@@ -1,12 +1,17 @@
 -- The job lifecycle, one query per step; each calls jobkit's SQL API (migration 0001).
 
 -- name: enqueue
-select {{ s }}.enqueue(%(type)s, %(payload)s, %(priority)s, %(run_at)s, %(max_attempts)s,
-                       %(idempotency_key)s) as id
+-- run_at wins; else now() + delay (the database's clock, not the client's); else now().
+select {{ s }}.enqueue(%(type)s, %(payload)s, %(priority)s,
+                       coalesce(%(run_at)s::timestamptz, now() + coalesce(%(delay)s::interval, '0')),
+                       %(max_attempts)s, %(idempotency_key)s) as id
 
 -- name: enqueue_many
-select ord, id from {{ s }}.enqueue_many(%(types)s, %(payloads)s, %(priorities)s, %(run_ats)s,
-                                         %(max_attempts)s, %(idempotency_keys)s)
+select ord, id from {{ s }}.enqueue_many(
+    %(types)s, %(payloads)s, %(priorities)s,
+    (select array_agg(coalesce(r, now() + coalesce(d, '0')) order by o)
+     from unnest(%(run_ats)s::timestamptz[], %(delays)s::interval[]) with ordinality as u(r, d, o)),
+    %(max_attempts)s, %(idempotency_keys)s)
 order by ord
 
 -- name: pick_jobs

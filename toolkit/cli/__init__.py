@@ -15,8 +15,10 @@ from . import db as db_cmd
 from . import deploy as deploy_cmd
 from . import dev as dev_cmd
 from .common import pass_state
+from .jobs_cmds import enqueue, ratelimit
 from .schedule import schedule
 from .secrets import secrets
+from .worker import worker
 
 
 class JobkitGroup(click.Group):
@@ -54,7 +56,8 @@ def cli(state: Any, config_path: str | None, verbose: bool) -> None:
     state.verbose = verbose
 
 
-for command in (*deploy_cmd.COMMANDS, *dev_cmd.COMMANDS, db_cmd.db, schedule, secrets):
+for command in (*deploy_cmd.COMMANDS, *dev_cmd.COMMANDS, db_cmd.db, schedule, secrets,
+                enqueue, ratelimit, worker):
     cli.add_command(command)
 
 

@@ -39,22 +39,28 @@ def json_param(value: Any) -> Jsonb:
 class Session:
     """One open connection. Statements run in autocommit unless inside :meth:`transaction`."""
 
-    def __init__(self, conn: psycopg.Connection[Row]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._conn = conn
         self.notices: list[str] = []
         conn.add_notice_handler(lambda diag: self.notices.append(diag.message_primary or ""))
+
+    @classmethod
+    def wrap(cls, conn: object) -> Session | None:
+        """A Session over the caller's own psycopg connection (its transaction is theirs), or
+        None when ``conn`` is not one."""
+        return cls(conn) if isinstance(conn, psycopg.Connection) else None
 
     def execute(self, sql: str, params: Params = None) -> None:
         with _translated():
             self._conn.execute(_q(sql), params)
 
     def all(self, sql: str, params: Params = None) -> list[Row]:
-        with _translated():
-            return self._conn.execute(_q(sql), params).fetchall()
+        with _translated(), self._conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(_q(sql), params).fetchall()
 
     def one(self, sql: str, params: Params = None) -> Row | None:
-        with _translated():
-            return self._conn.execute(_q(sql), params).fetchone()
+        with _translated(), self._conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(_q(sql), params).fetchone()
 
     def scalar(self, sql: str, params: Params = None) -> Any:
         row = self.one(sql, params)

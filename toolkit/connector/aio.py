@@ -15,8 +15,8 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from . import Params, Row, _q, _translated, redact
 from ..exceptions import ConnectionFailed
+from . import Params, Row, _q, _translated, redact
 
 
 class AsyncPool:

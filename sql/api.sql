@@ -1,0 +1,118 @@
+-- jobkit's API schema for Supabase's Data API (optional: `[api] schema = "jobkit_api"`).
+-- PostgREST only reaches schemas listed in the project's "Exposed schemas"; jobkit's own schema
+-- stays unexposed and this one holds thin wrappers around the lifecycle functions, executable by
+-- service_role only (anon and authenticated get nothing). Applied by `jobkit deploy` after the
+-- migrations; re-running it is harmless.
+create schema if not exists {{ api }};
+revoke all on schema {{ api }} from public;
+
+create or replace function {{ api }}.enqueue(
+    p_type text, p_payload jsonb, p_priority int default 0, p_run_at timestamptz default null,
+    p_max_attempts int default null, p_idempotency_key text default null, p_delay interval default null
+) returns uuid language sql volatile set search_path = '' as $$
+    select {{ s }}.enqueue(p_type, p_payload, p_priority,
+                           coalesce(p_run_at, now() + coalesce(p_delay, interval '0')),
+                           p_max_attempts, p_idempotency_key)
+$$;
+
+-- JSON values in arrays arrive as one jsonb array, not jsonb[]: PostgREST reads arguments with
+-- json_to_record, which turns a JSON array inside a jsonb[] argument into another array dimension
+-- (a list payload or result would be mangled or rejected).
+drop function if exists {{ api }}.enqueue_many(text[], jsonb[], int[], timestamptz[], int[], text[]);
+drop function if exists {{ api }}.complete_jobs(uuid[], int[], jsonb[]);
+
+create or replace function {{ api }}.enqueue_many(
+    p_type text[], p_payload jsonb, p_priority int[] default null, p_run_at timestamptz[] default null,
+    p_max_attempts int[] default null, p_idempotency_key text[] default null
+) returns table (ord bigint, id uuid) language sql volatile set search_path = '' as $$
+    select * from {{ s }}.enqueue_many(
+        p_type, array(select e.v from pg_catalog.jsonb_array_elements(p_payload) with ordinality e(v, n)
+                      order by e.n),
+        p_priority, p_run_at, p_max_attempts, p_idempotency_key)
+$$;
+
+create or replace function {{ api }}.claim_jobs(
+    p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text default null
+) returns setof {{ s }}.jobs language sql volatile set search_path = '' as $$
+    select * from {{ s }}.claim_jobs(p_type, p_limit, p_worker, p_lease, p_rate_key)
+$$;
+
+create or replace function {{ api }}.complete_jobs(p_ids uuid[], p_attempts int[], p_results jsonb)
+returns setof uuid language sql volatile set search_path = '' as $$
+    select * from {{ s }}.complete_jobs(p_ids, p_attempts, array(
+        select e.v from pg_catalog.jsonb_array_elements(p_results) with ordinality e(v, n) order by e.n))
+$$;
+
+create or replace function {{ api }}.fail_jobs(
+    p_ids uuid[], p_attempts int[], p_errors text[], p_retry_in interval[] default null,
+    p_permanent boolean[] default null, p_max_attempts int[] default null
+) returns table (id uuid, status text) language sql volatile set search_path = '' as $$
+    select * from {{ s }}.fail_jobs(p_ids, p_attempts, p_errors, p_retry_in, p_permanent, p_max_attempts)
+$$;
+
+create or replace function {{ api }}.snooze_job(p_id uuid, p_attempt int, p_delay interval)
+returns boolean language sql volatile set search_path = '' as $$
+    select {{ s }}.snooze_job(p_id, p_attempt, p_delay)
+$$;
+
+create or replace function {{ api }}.extend_leases(p_ids uuid[], p_attempts int[], p_by interval)
+returns setof uuid language sql volatile set search_path = '' as $$
+    select * from {{ s }}.extend_leases(p_ids, p_attempts, p_by)
+$$;
+
+create or replace function {{ api }}.release_jobs(p_ids uuid[], p_attempts int[])
+returns setof uuid language sql volatile set search_path = '' as $$
+    select * from {{ s }}.release_jobs(p_ids, p_attempts)
+$$;
+
+create or replace function {{ api }}.take_tokens(p_key text, p_want int)
+returns int language sql volatile set search_path = '' as $$
+    select {{ s }}.take_tokens(p_key, p_want)
+$$;
+
+create or replace function {{ api }}.token_wait_seconds(p_key text)
+returns float8 language sql volatile set search_path = '' as $$
+    select extract(epoch from {{ s }}.token_wait(p_key))::float8
+$$;
+
+create or replace function {{ api }}.due_count(p_type text)
+returns int language sql volatile set search_path = '' as $$
+    select {{ s }}.due_count(p_type)
+$$;
+
+create or replace function {{ api }}.due_types()
+returns setof text language sql volatile set search_path = '' as $$
+    with recursive t(type) as (
+        (select j.type from {{ s }}.jobs j where j.status = 'pending' order by j.type limit 1)
+        union all
+        select (select j.type from {{ s }}.jobs j where j.status = 'pending' and j.type > t.type
+                order by j.type limit 1)
+        from t where t.type is not null
+    )
+    select t.type from t where t.type is not null
+$$;
+
+create or replace function {{ api }}.worker_token()
+returns text language sql volatile set search_path = '' as $$
+    select {{ s }}.secret('worker_token')
+$$;
+
+revoke all on all functions in schema {{ api }} from public;
+do $grants$
+declare
+    v_role text;
+begin
+    foreach v_role in array array['anon', 'authenticated'] loop
+        if exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
+            execute format('revoke all on schema %I from %I', {{ api_name | literal }}, v_role);
+            execute format('revoke all on all functions in schema %I from %I', {{ api_name | literal }}, v_role);
+        end if;
+    end loop;
+    if exists (select 1 from pg_catalog.pg_roles where rolname = 'service_role') then
+        execute format('grant usage on schema %I to service_role', {{ api_name | literal }});
+        execute format('grant execute on all functions in schema %I to service_role', {{ api_name | literal }});
+    end if;
+end
+$grants$;
+-- PostgREST reloads its schema cache on DDL (Supabase's pgrst_ddl_watch); ask explicitly as well.
+notify pgrst, 'reload schema';

@@ -1,0 +1,228 @@
+"""Real worker processes (`jobkit worker serve`): woken by the database through the pg_net stand-in
+and through NOTIFY; kill -9 mid-batch; SIGTERM mid-drain; two processes under one rate limit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from jobkit.config import RateLimitConfig, Settings, TypeConfig
+from jobkit.connector import Database, Session
+from jobkit.deploy import DeployOptions, deploy
+from jobkit.manager import JobManager, NewJob
+from jobkit.secrets import set_secrets
+from standins import PgNetStandIn
+
+TOKEN = "e2e-worker-token-0a1b2c3d4e5f"
+TESTS = Path(__file__).parent
+
+
+class Worker:
+    """One `jobkit worker serve` process."""
+
+    def __init__(self, db_url: str, *args: str) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "JOBKIT_WORKER_TOKEN": TOKEN, "E2E_DB_URL": db_url, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jobkit", "worker", "serve", "e2e_handlers:jobs", "--port", str(self.port),
+             "--db-url", db_url, *args], cwd=TESTS, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True)
+        if "--listen" not in args:
+            _wait(lambda: self._healthy(), 20, "worker did not start")
+        else:
+            time.sleep(2)
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def run(self, body: dict[str, Any], token: str | None = TOKEN) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.post(self.url + "/run", json=body, headers=headers, timeout=30)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> tuple[int, str]:
+        """Signal the process and wait; 0 after a graceful stop. (uvicorn re-raises the signal it
+        caught once its shutdown is done, so a clean exit after SIGTERM reads as -SIGTERM.)"""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        out, _ = self.proc.communicate(timeout=timeout)
+        graceful = "worker stopped" in out and self.proc.returncode in (0, -sig)
+        return (0 if graceful else self.proc.returncode or 1), out
+
+
+@pytest.fixture
+def workers(db_url: str) -> Iterator[Callable[..., Worker]]:
+    started: list[Worker] = []
+
+    def start(*args: str) -> Worker:
+        started.append(Worker(db_url, *args))
+        return started[-1]
+
+    yield start
+    for w in started:
+        if w.proc.poll() is None:
+            w.proc.kill()
+            w.proc.communicate(timeout=10)
+
+
+@pytest.fixture
+def tables(session: Session) -> Session:
+    session.execute("create table side_effects (key text primary key, job_id uuid, at timestamptz default now())")
+    session.execute("create table starts (job_id uuid, at timestamptz)")
+    session.execute("grant all on side_effects, starts to public")
+    return session
+
+
+def _wait(check: Callable[[], bool], timeout: float, message: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(message)
+        time.sleep(0.1)
+
+
+def _count(session: Session, where: str) -> int:
+    return int(session.scalar(f"select count(*) from jobkit.jobs where {where}"))
+
+
+def test_the_database_wakes_a_real_worker_through_pg_net(
+    db_url: str, session: Session, workers: Callable[..., Worker]
+) -> None:
+    worker = workers()
+    settings = Settings(db_url=db_url, maintenance={})
+    with PgNetStandIn(db_url) as net:
+        net.install()
+        deploy(Database(db_url), settings, DeployOptions(), echo=lambda _m: None)
+        set_secrets(Database(db_url), settings, url=worker.url + "/run", token=TOKEN)
+        manager = JobManager(session, "jobkit")
+        ok = manager.enqueue_many([NewJob("e2e.ok", {"i": i}) for i in range(20)])
+        failing = manager.enqueue(NewJob("e2e.fail", {}))
+        unknown = manager.enqueue(NewJob("e2e.nobody", {}, max_attempts=1))
+        _wait(lambda: _count(session, "type = 'e2e.ok' and status = 'completed'") == 20, 20, "ok jobs")
+        assert manager.get(ok[3]).result == {"echo": {"i": 3}, "attempt": 1}  # type: ignore[union-attr]
+        for _ in range(30):  # the retry is due after 1 s; the cron wake-up's command wakes it
+            time.sleep(0.5)
+            session.scalar("select jobkit.wake_all()")
+            if manager.get(failing).status == "failed":  # type: ignore[union-attr]
+                break
+        session.scalar("select jobkit.sweep_dead()")
+        dead = manager.get(failing)
+        assert dead is not None and dead.status == "dead" and dead.attempts == 2
+        assert "upstream refused (attempt 2)" in (dead.last_error or "")
+        assert [a["outcome"] for a in manager.attempts(failing)] == ["retry", "failed"]
+        _wait(lambda: manager.get(unknown).status in ("failed", "dead"), 10, "unknown type")  # type: ignore[union-attr]
+        assert "no handler for job type 'e2e.nobody'" in (manager.get(unknown).last_error or "")  # type: ignore[union-attr]
+        session.scalar("select jobkit.reconcile_wakeups()")
+        outcomes = session.all("select outcome, count(*) as n from jobkit.wakeups group by 1")
+        assert {r["outcome"] for r in outcomes} <= {"delivered", None}
+    code, out = worker.stop()
+    assert code == 0 and TOKEN not in out
+
+
+def test_the_notify_transport_with_a_listening_worker(
+    db_url: str, session: Session, workers: Callable[..., Worker]
+) -> None:
+    manager = JobManager(session, "jobkit")
+    early = manager.enqueue(NewJob("e2e.ok", {"early": True}))  # due before the worker starts
+    worker = workers("--listen")
+    later = manager.enqueue_many([NewJob("e2e.ok", {"i": i}) for i in range(5)])
+    _wait(lambda: _count(session, "status = 'completed'") == 6, 20, "listen mode drained nothing")
+    assert manager.get(early).status == "completed" and len(later) == 5  # type: ignore[union-attr]
+    code, out = worker.stop()
+    assert code == 0 and TOKEN not in out
+
+
+def test_kill_9_mid_batch_loses_nothing_and_side_effects_happen_once(
+    db_url: str, tables: Session, workers: Callable[..., Worker]
+) -> None:
+    session = tables
+    manager = JobManager(session, "jobkit")
+    deploy(Database(db_url), Settings(db_url=db_url, types={"e2e.slow": TypeConfig(
+        backoff=Settings().defaults.backoff.__class__(base=_s(1), factor=1.0, cap=_s(1), jitter=0.0))}),
+        DeployOptions(schedules=False), echo=lambda _m: None)
+    ids = manager.enqueue_many([NewJob("e2e.slow", {"seconds": 30}, idempotency_key=f"charge-{i}")
+                                for i in range(6)])
+    victim = workers("--concurrency", "8")
+    assert victim.run({"type": "e2e.slow"}).status_code == 202
+    _wait(lambda: session.scalar("select count(*) from side_effects") == 6, 15, "side effects")
+    victim.proc.kill()  # kill -9 mid-batch: every job is processing, its side effect done
+    victim.proc.communicate(timeout=10)
+    assert _count(session, "status = 'processing'") == 6
+    time.sleep(2.5)  # lease = 2 s, no heartbeat from a dead process
+    assert len(manager.sweep_stuck()) == 6
+    session.execute("update jobkit.jobs set scheduled_for = now(), payload = '{\"seconds\": 0.1}'")
+    rescuer = workers()
+    assert rescuer.run({"type": "e2e.slow"}).status_code == 202
+    _wait(lambda: _count(session, "status = 'completed'") == 6, 20, "rescued jobs did not complete")
+    assert session.scalar("select count(*) from side_effects") == 6  # once each, not twice
+    history = session.all("select outcome, count(*) as n from jobkit.job_attempts group by 1 order by 1")
+    assert history == [{"outcome": "completed", "n": 6}, {"outcome": "lease_expired", "n": 6}]
+    assert all(manager.get(i).attempts == 2 for i in ids)  # type: ignore[union-attr]
+
+
+def test_sigterm_mid_drain_finishes_running_jobs_and_releases_the_rest(
+    db_url: str, tables: Session, workers: Callable[..., Worker]
+) -> None:
+    session = tables
+    manager = JobManager(session, "jobkit")
+    manager.enqueue_many([NewJob("e2e.slow", {"seconds": 1.5}, idempotency_key=f"k{i}") for i in range(10)])
+    worker = workers("--concurrency", "2", "--prefetch", "3", "--grace", "10s")
+    assert worker.run({"type": "e2e.slow"}).status_code == 202
+    _wait(lambda: session.scalar("select count(*) from side_effects") == 2, 10, "nothing started")
+    code, out = worker.stop(signal.SIGTERM)
+    assert code == 0, out
+    rows = session.all("select status, attempts, count(*) as n from jobkit.jobs group by 1, 2 order by 1")
+    assert rows == [{"status": "completed", "attempts": 1, "n": 2}, {"status": "pending", "attempts": 0, "n": 8}]
+    assert "released" in out and TOKEN not in out
+
+
+def test_two_processes_share_one_rate_limit(
+    db_url: str, tables: Session, workers: Callable[..., Worker]
+) -> None:
+    session = tables
+    deploy(Database(db_url), Settings(db_url=db_url, ratelimits={"e2e-api": RateLimitConfig(rate=10, burst=2)}),
+           DeployOptions(schedules=False), echo=lambda _m: None)
+    JobManager(session, "jobkit").enqueue_many([NewJob("e2e.limited", {"i": i}) for i in range(50)])
+    first, second = workers(), workers()
+    for w in (first, second):
+        assert w.run({"type": "e2e.limited", "budget_ms": 20000}).status_code == 202
+    _wait(lambda: _count(session, "status = 'completed'") == 50, 30, "rate-limited jobs did not finish")
+    starts = [float(r["t"]) for r in session.all("select extract(epoch from at) as t from starts order by at")]
+    assert len(starts) == 50
+    worst = max(sum(1 for s in starts if t <= s < t + 1.0) for t in starts)
+    assert worst <= 10 + 2, worst
+    assert starts[-1] - starts[0] >= 3.5  # 50 jobs at 10/s with a burst of 2 take about 4.8 s
+    workers_used = session.scalar("select count(distinct worker_id) from jobkit.jobs")
+    assert workers_used == 2
+
+
+def test_worker_http_auth_and_token_never_logged(db_url: str, workers: Callable[..., Worker]) -> None:
+    worker = workers()
+    assert worker.run({"type": "e2e.ok"}, token=None).status_code == 401
+    assert worker.run({"type": "e2e.ok"}, token="not-the-token-at-all").status_code == 401
+    assert worker.run({"type": "e2e.ok"}).status_code == 202
+    bad = httpx.post(worker.url + "/run", content=b"{oops", timeout=10,
+                     headers={"Authorization": f"Bearer {TOKEN}"})
+    assert bad.status_code == 400
+    code, out = worker.stop()
+    assert code == 0 and TOKEN not in out and "401" in out
+
+
+def _s(seconds: float) -> Any:
+    from datetime import timedelta
+
+    return timedelta(seconds=seconds)

@@ -1,0 +1,64 @@
+"""`jobkit worker serve`: the endpoint pg_net calls (or a NOTIFY listener)."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from ..durations import parse_duration
+from ..workerapp import WorkerOptions, listen, load_registry, postgres_backend, serve
+from .common import State, db_url_option, pass_state
+
+
+@click.group()
+def worker() -> None:
+    """Run the worker endpoint.
+
+    \b
+    Example:
+      jobkit worker serve app.jobs:jobs --port 8000
+    """
+
+
+@worker.command("serve")
+@click.argument("registry_spec", metavar="MODULE:REGISTRY")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--concurrency", type=click.IntRange(1, 1024), default=16, show_default=True,
+              help="Jobs run at once by this process.")
+@click.option("--batch-size", type=click.IntRange(1, 1000), default=50, show_default=True,
+              help="Most jobs claimed per statement.")
+@click.option("--prefetch", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="Claim up to concurrency x prefetch jobs ahead (their leases are kept alive).")
+@click.option("--mode", type=click.Choice(["background", "sync"]), default="background",
+              show_default=True, help="background: answer 202 at once; sync: drain, then answer.")
+@click.option("--grace", default="30s", show_default=True, help="On SIGTERM, how long running jobs get.")
+@click.option("--listen", "listen_mode", is_flag=True,
+              help="LISTEN for NOTIFY wake-ups instead of serving HTTP (no pg_net).")
+@click.option("--no-prepare", is_flag=True, help="No prepared statements (Supavisor transaction mode).")
+@db_url_option
+@pass_state
+def serve_command(state: State, registry_spec: str, host: str, port: int, concurrency: int,
+                  batch_size: int, prefetch: int, mode: str, grace: str, listen_mode: bool,
+                  no_prepare: bool, db_url: str | None) -> None:
+    """Serve POST /run and GET /healthz for the handlers in MODULE:REGISTRY.
+
+    The bearer token is $JOBKIT_WORKER_TOKEN, else the one `jobkit secrets set` stored.
+
+    \b
+    Examples:
+      jobkit worker serve app.jobs:jobs --host 0.0.0.0 --port 8000 --concurrency 32
+      jobkit worker serve app.jobs:jobs --listen
+    """
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = state.settings(db_url)
+    registry = load_registry(registry_spec)
+    options = WorkerOptions(host=host, port=port, concurrency=concurrency, batch_size=batch_size,
+                            prefetch=prefetch, mode=mode, grace=parse_duration(grace, what="--grace"),
+                            prepare=not no_prepare, token=state.worker_token())
+    backend = postgres_backend(settings, options)
+    if listen_mode:
+        listen(registry, backend, settings, options)
+    else:
+        serve(registry, backend, options)

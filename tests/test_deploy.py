@@ -10,7 +10,6 @@ import pytest
 from click.testing import CliRunner
 from conftest import HEAD, MIGRATIONS, running_cluster
 
-VERSIONS = [m[:4] for m in MIGRATIONS]
 from jobkit.cli import cli
 from jobkit.config import Settings, load_settings
 from jobkit.connector import Database, Session
@@ -19,6 +18,7 @@ from jobkit.exceptions import DeployError, DriftError, PrerequisiteError
 from jobkit.localdb import LocalCluster
 from jobkit.manager import JobManager, NewJob
 
+VERSIONS = [m[:4] for m in MIGRATIONS]
 FIXTURES = Path(__file__).parent / "fixtures"
 QUIET = {"echo": lambda _m: None}
 

@@ -117,3 +117,50 @@ def test_real_subprocess_deploy(fresh_db: str) -> None:
     assert first.returncode == 0, first.stderr
     check = subprocess.run([*cmd, "--check"], capture_output=True, text=True, timeout=120)
     assert check.returncode == 0 and "up to date" in check.stdout
+
+
+def test_enqueue_cli(db_url: str, tmp_path: Path) -> None:
+    payload = tmp_path / "p.json"
+    payload.write_text('{"to": "a@example.com"}')
+    first = _run("enqueue", "send_email", "--payload", f"@{payload}", "--key", "k1", "--delay", "5m",
+                 "--priority", "3", "--db-url", db_url)
+    assert first.exit_code == 0
+    again = _run("enqueue", "send_email", "--payload", "{}", "--key", "k1", "--db-url", db_url)
+    assert again.output == first.output  # the idempotency key returns the same job
+    with Database(db_url).session() as s:
+        row = s.one("select payload, priority, extract(epoch from scheduled_for - created_at) as delay "
+                    "from jobkit.jobs")
+    assert row is not None and row["payload"] == {"to": "a@example.com"} and row["priority"] == 3
+    assert 295 < float(row["delay"]) <= 300
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--payload", "{oops"], "--payload is not valid JSON"),
+    (["--payload", "@/nonexistent/file.json"], "cannot read /nonexistent/file.json"),
+    (["--delay", "soon"], "is not a duration"),
+])
+def test_enqueue_cli_bad_input_enqueues_nothing(db_url: str, args: list[str], message: str) -> None:
+    result = _run("enqueue", "t", *args, "--db-url", db_url)
+    assert result.exit_code == 1 and message in result.output
+    with Database(db_url).session() as s:
+        assert s.scalar("select count(*) from jobkit.jobs") == 0
+    assert _run("enqueue", "t", "--no-such", "--db-url", db_url).exit_code == 2
+
+
+def test_ratelimit_cli(db_url: str) -> None:
+    assert "mailgun: 60/min, burst 10" in _run("ratelimit", "set", "mailgun", "--rate", "60/min",
+                                                "--burst", "10", "--db-url", db_url).output
+    listed = _run("ratelimit", "list", "--db-url", db_url)
+    assert "mailgun: 60/min (one token every 1s), burst 10" in listed.output
+    bad = _run("ratelimit", "set", "x", "--rate", "fast", "--db-url", db_url)
+    assert bad.exit_code == 1 and "is not a rate" in bad.output
+    assert _run("ratelimit", "remove", "mailgun", "--db-url", db_url).exit_code == 0
+    missing = _run("ratelimit", "remove", "mailgun", "--db-url", db_url)
+    assert missing.exit_code == 1 and "no rate limit named mailgun" in missing.output
+
+
+def test_worker_serve_with_a_bad_registry(db_url: str) -> None:
+    result = _run("worker", "serve", "no_such_module:jobs", "--db-url", db_url)
+    assert result.exit_code == 1 and "cannot import no_such_module" in result.output
+    result = _run("worker", "serve", "json:dumps", "--db-url", db_url)
+    assert result.exit_code == 1 and "is not a jobkit.Registry" in result.output

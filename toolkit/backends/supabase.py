@@ -130,7 +130,7 @@ class SupabaseBackend:
         except APIError as exc:
             code = exc.code or ""
             text = self._clean(exc.message or "no message")
-            hint = self._clean(exc.hint) if exc.hint else _HINTS.get(code, "")
+            hint = "; ".join(h for h in (self._clean(exc.hint or ""), _HINTS.get(code, "")) if h)
             raise DatabaseError(f"Data API call {self.api_schema}.{fn} failed"
                                 f"{f' ({code})' if code else ''}: {text}", hint=hint) from None
         except httpx.HTTPError as exc:

@@ -1,0 +1,241 @@
+"""SupabaseBackend: the worker's lifecycle calls as RPCs to the jobkit_api schema through supabase-py's
+async client, against the PostgREST TEST STAND-IN serving the real database (only jobkit_api exposed)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import psycopg
+import pytest
+from jobkit.backends.supabase import SupabaseBackend
+from jobkit.config import Settings
+from jobkit.connector import Database
+from jobkit.deploy import DeployOptions, deploy
+from jobkit.drain import Drainer
+from jobkit.enqueue import enqueue, enqueue_many
+from jobkit.exceptions import ConnectionFailed, DatabaseError
+from jobkit.handlers import Permanent, RateLimited, Registry
+from jobkit.jobs import Status
+from jobkit.manager import NewJob
+from jobkit.secrets import set_secrets
+from standins.postgrest import create_app, serve
+
+from supabase import ClientOptions, create_client
+
+SERVICE_KEY = "eyJhbGciOiJIUzI1NiJ9.eyJyb2xlIjoic2VydmljZV9yb2xlIn0.c2lnbmF0dXJl"
+ANON_KEY = "eyJhbGciOiJIUzI1NiJ9.eyJyb2xlIjoiYW5vbiJ9.c2lnbmF0dXJl"
+API = "jobkit_api"
+T = TypeVar("T")
+pytestmark = pytest.mark.filterwarnings("ignore:The '(timeout|verify)' parameter is deprecated")
+
+
+@pytest.fixture
+def base_url(db_url: str) -> Iterator[str]:
+    deploy(Database(db_url), Settings(db_url=db_url, api_schema=API), DeployOptions(schedules=False),
+           echo=lambda _m: None)
+    app = create_app(db_url, service_key=SERVICE_KEY, anon_key=ANON_KEY, exposed_schemas=[API])
+    with serve(app) as url:
+        yield url
+
+
+def sql(url: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(query, args)
+        return cur.fetchall() if cur.description else []
+
+
+def run(base_url: str, body: Callable[[SupabaseBackend], Awaitable[T]], key: str = SERVICE_KEY) -> T:
+    async def main() -> T:
+        backend = SupabaseBackend(base_url, key, API)
+        await backend.open()
+        try:
+            return await body(backend)
+        finally:
+            await backend.close()
+
+    return asyncio.run(main())
+
+
+def add(db_url: str, job_type: str, payload: Any, **extra: Any) -> uuid.UUID:
+    return enqueue(db_url, job_type, payload, **extra)
+
+
+def test_drainer_runs_jobs_end_to_end(base_url: str, db_url: str) -> None:
+    jobs = Registry()
+
+    @jobs.handler("ok")
+    async def ok(payload: Any, ctx: Any) -> Any:
+        return payload  # lists, strings and objects come back as the same JSON
+
+    @jobs.handler("beat")
+    def beat(payload: Any, ctx: Any) -> bool:
+        return bool(ctx.heartbeat())  # extend_leases through the Data API
+
+    @jobs.handler("boom", max_attempts=4)
+    def boom(payload: Any, ctx: Any) -> None:
+        raise ValueError("smtp said no")
+
+    @jobs.handler("busy")
+    async def busy(payload: Any, ctx: Any) -> None:
+        raise RateLimited(retry_after=120)
+
+    @jobs.handler("bad")
+    async def bad(payload: Any, ctx: Any) -> None:
+        raise Permanent("malformed address")
+
+    payloads: list[Any] = [{"n": 1}, [1, [2, 3]], "text", 7, [], {"nested": [{"a": None}]}]
+    ids = [add(db_url, "ok", p) for p in payloads]
+    beat_id, boom_id, busy_id, bad_id = (add(db_url, t, {}) for t in ("beat", "boom", "busy", "bad"))
+
+    async def body(backend: SupabaseBackend) -> list[Any]:
+        assert await backend.due_types() == ["bad", "beat", "boom", "busy", "ok"]
+        assert await backend.due_count("ok") == len(payloads)
+        drainer = Drainer(jobs, backend, concurrency=4, batch_size=4)
+        summaries = [await drainer.drain(t) for t in ("ok", "beat", "boom", "busy", "bad")]
+        await drainer.shutdown()
+        return [s.as_dict() for s in summaries]
+
+    ok_run, beat_run, boom_run, busy_run, bad_run = run(base_url, body)
+    assert (ok_run["claimed"], ok_run["completed"], ok_run["lost"]) == (len(payloads), len(payloads), 0)
+    assert (beat_run["completed"], boom_run["failed"], busy_run["snoozed"], bad_run["failed"]) == (1, 1, 1, 1)
+    results = dict(sql(db_url, "select id, result from jobkit.jobs where type = 'ok' and status = 'completed'"))
+    assert [results[i] for i in ids] == payloads
+    rows = {r[0]: r[1:] for r in sql(db_url, "select id, status, attempts, max_attempts, last_error,"
+                                               " result, scheduled_for > now() from jobkit.jobs")}
+    assert rows[beat_id][:2] == ("completed", 1) and rows[beat_id][4] is True
+    status, attempts, max_attempts, error, _, later = rows[boom_id]
+    assert (status, attempts, max_attempts, later) == ("pending", 1, 4, True)
+    assert "Traceback" in error and "ValueError: smtp said no" in error
+    assert rows[busy_id][:2] == ("pending", 0) and rows[busy_id][5] is True  # snoozed: attempt kept
+    assert rows[bad_id][0] == "failed" and "Permanent: malformed address" in rows[bad_id][3]
+    history = sql(db_url, "select job_id, attempt, outcome from jobkit.job_attempts where job_id in (%s, %s)"
+                          " order by job_id = %s", boom_id, bad_id, bad_id)
+    assert history == [(boom_id, 1, "retry"), (bad_id, 1, "failed")]
+
+
+def test_claim_release_and_fencing(base_url: str, db_url: str) -> None:
+    first, second = add(db_url, "t", {"i": 1}, priority=5), add(db_url, "t", {"i": 2})
+
+    async def body(backend: SupabaseBackend) -> None:
+        claimed = await backend.claim("t", 10, "w1", timedelta(seconds=30), None)
+        assert [j.id for j in claimed] == [first, second]
+        job = claimed[0]
+        assert (job.status, job.attempts, job.worker_id, job.payload) == (Status.PROCESSING, 1, "w1", {"i": 1})
+        assert isinstance(job.scheduled_for, datetime) and job.scheduled_for.tzinfo is not None
+        assert job.lease_expires_at is not None and job.started_at is not None
+        assert timedelta(seconds=25) < job.lease_expires_at - job.started_at <= timedelta(seconds=30)
+        assert await backend.extend([(first, 1), (second, 2)], timedelta(minutes=5)) == {first}
+        assert await backend.release([(second, 1)]) == {second}
+        assert await backend.complete([(second, 1, "late")]) == set()  # fenced: no longer claimed
+        assert await backend.snooze(second, 1, timedelta(seconds=5)) is False
+        assert await backend.fail([]) == {}
+        assert await backend.claim("t", 10, "w2", timedelta(seconds=30), None) != []
+
+    run(base_url, body)
+    assert sql(db_url, "select status, attempts, worker_id from jobkit.jobs where id = %s", second) == [
+        ("processing", 1, "w2")]
+
+
+def test_rate_limit_tokens(base_url: str, db_url: str) -> None:
+    sql(db_url, "insert into jobkit.rate_limits(key, rate, burst, tokens) values ('k', 1, 2, 2)")
+    for i in range(3):
+        add(db_url, "limited", {"i": i})
+
+    async def body(backend: SupabaseBackend) -> None:
+        assert await backend.token_wait("k") == 0.0
+        assert await backend.take_tokens("k", 5) == 2
+        assert await backend.take_tokens("k", 1) == 0
+        assert 0.5 < await backend.token_wait("k") <= 1.0
+        assert await backend.take_tokens("unknown", 3) == 3 and await backend.token_wait("unknown") == 0.0
+        sql(db_url, "update jobkit.rate_limits set tokens = 2, updated_at = clock_timestamp()")
+        assert len(await backend.claim("limited", 10, "w", timedelta(seconds=30), "k")) == 2
+        assert await backend.claim("limited", 10, "w", timedelta(seconds=30), "k") == []
+        assert await backend.due_count("limited") == 1
+
+    run(base_url, body)
+
+
+def test_worker_token(base_url: str, db_url: str) -> None:
+    assert run(base_url, lambda b: b.worker_token()) is None
+    token = "s3cret-" + uuid.uuid4().hex
+    set_secrets(Database(db_url), Settings(db_url=db_url), url=None, token=token)
+    assert run(base_url, lambda b: b.worker_token()) == token
+
+
+def test_enqueue_with_a_sync_supabase_client(base_url: str, db_url: str) -> None:
+    client = create_client(base_url, SERVICE_KEY, options=ClientOptions(auto_refresh_token=False,
+                                                                        persist_session=False))
+    one = enqueue(client, "email", {"to": "a@b.c"}, priority=2)
+    run_at = datetime(2030, 1, 1, tzinfo=UTC)
+    jobs = [NewJob("email", [1, 2]), NewJob("sms", "hi", priority=7, max_attempts=9),
+            NewJob("email", {"k": 1}, idempotency_key="key-1"), NewJob("email", {}, run_at=run_at),
+            NewJob("email", {"again": True}, idempotency_key="key-1")]
+    ids = enqueue_many(client, jobs)
+    assert len(ids) == 5 and len(set(ids)) == 4 and ids[4] == ids[2]
+    rows = {r[0]: r[1:] for r in sql(db_url, "select id, type, payload, priority, max_attempts, scheduled_for,"
+                                               " idempotency_key from jobkit.jobs")}
+    assert rows[one][:3] == ("email", {"to": "a@b.c"}, 2)
+    assert [rows[i][:2] for i in ids] == [("email", [1, 2]), ("sms", "hi"), ("email", {"k": 1}),
+                                          ("email", {}), ("email", {"k": 1})]
+    assert rows[ids[1]][2:4] == (7, 9) and rows[ids[3]][4] == run_at and rows[ids[2]][5] == "key-1"
+    assert enqueue_many(client, []) == []
+
+
+def test_anon_key_and_errors_are_database_errors(base_url: str, db_url: str) -> None:
+    job_id = add(db_url, "t", {})
+
+    async def anon(backend: SupabaseBackend) -> None:
+        await backend.claim("t", 10, "w", timedelta(seconds=30), None)
+
+    with pytest.raises(DatabaseError) as error:
+        run(base_url, anon, key=ANON_KEY)
+    assert "42501" in error.value.message and "permission denied" in error.value.message
+    assert "service_role" in error.value.hint and ANON_KEY not in str(error.value)
+    assert sql(db_url, "select status, attempts from jobkit.jobs where id = %s", job_id) == [("pending", 0)]
+
+    with pytest.raises(DatabaseError) as error:
+        run(base_url, lambda b: b.due_count("t"), key="not-a-key")
+    assert "Invalid API key" in error.value.message
+
+    bad = SupabaseBackend(base_url, SERVICE_KEY, "jobkit")
+
+    async def call_unexposed() -> None:
+        await bad.open()
+        try:
+            await bad.due_types()
+        finally:
+            await bad.close()
+
+    with pytest.raises(DatabaseError) as error:
+        asyncio.run(call_unexposed())
+    assert "PGRST106" in error.value.message and "Exposed schemas" in error.value.hint
+    assert "\n" not in error.value.message and SERVICE_KEY not in str(error.value) + repr(bad)
+
+    with pytest.raises(DatabaseError) as error:
+        asyncio.run(SupabaseBackend(base_url, SERVICE_KEY).due_types())
+    assert "not open" in error.value.message
+    with pytest.raises(ConnectionFailed) as failed:
+        run("http://127.0.0.1:9", lambda b: b.due_types())
+    assert "cannot reach the Data API at http://127.0.0.1:9" in failed.value.message
+    assert SERVICE_KEY not in str(failed.value)
+
+
+def test_api_functions_are_for_service_role_only(base_url: str, db_url: str) -> None:
+    rows = sql(db_url, "select p.oid::regprocedure::text, has_function_privilege('anon', p.oid, 'execute'),"
+                       " has_function_privilege('authenticated', p.oid, 'execute'),"
+                       " has_function_privilege('service_role', p.oid, 'execute')"
+                       " from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = %s",
+               API)
+    names = {r[0].split("(")[0] for r in rows}
+    assert names == {f"{API}.{fn}" for fn in (
+        "claim_jobs", "complete_jobs", "fail_jobs", "snooze_job", "extend_leases", "release_jobs",
+        "take_tokens", "token_wait_seconds", "due_count", "due_types", "worker_token", "enqueue",
+        "enqueue_many")}
+    assert len(rows) == len(names)  # no stale overloads
+    assert all(r[1:] == (False, False, True) for r in rows), rows
+    assert sql(db_url, "select has_schema_privilege('anon', %s, 'usage'),"
+                       " has_schema_privilege('service_role', %s, 'usage')", API, API) == [(False, True)]

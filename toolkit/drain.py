@@ -123,7 +123,7 @@ class Drainer:
         """Claim and run ``job_type`` jobs until none is due, ``max_jobs`` or the budget."""
         self._ensure_heartbeat()
         loop = asyncio.get_running_loop()
-        handler = self.registry.get(job_type)
+        handler = self.registry.get(job_type) or self._builtin(job_type)
         lease = handler.lease if handler else UNKNOWN_LEASE
         summary = DrainSummary(job_type)
         deadline = loop.time() + budget.total_seconds()
@@ -144,6 +144,17 @@ class Drainer:
         if tasks:
             await asyncio.wait(tasks)
         return summary
+
+    def _builtin(self, job_type: str) -> Handler | None:
+        """`jobkit doctor --ping` enqueues jobkit.ping: every worker answers it."""
+        if job_type != "jobkit.ping":
+            return None
+        worker_id = self.worker_id
+
+        async def pong(_payload: Any, _ctx: Any) -> dict[str, str]:
+            return {"pong": worker_id}
+
+        return Handler("jobkit.ping", pong, True, timedelta(seconds=10), timedelta(seconds=40))
 
     async def shutdown(self, grace: timedelta = timedelta(seconds=30)) -> int:
         """Stop claiming; wait up to ``grace`` for running jobs; release the rest. Returns how

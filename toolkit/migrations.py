@@ -84,7 +84,7 @@ def apply(
             f"migration {migration.version}_{migration.name} failed and was rolled back: {exc.message}",
             hint=_deploy_hint(exc, lock_timeout),
         ) from exc
-    return [n for n in session.notices if n]
+    return [n for n in session.notices if n.startswith("jobkit:")]
 
 
 def _deploy_hint(exc: DatabaseError, lock_timeout: timedelta) -> str:

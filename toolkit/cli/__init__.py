@@ -14,6 +14,8 @@ from ..exceptions import JobkitError
 from . import db as db_cmd
 from . import deploy as deploy_cmd
 from . import dev as dev_cmd
+from . import ops as ops_cmd
+from .admin import jobs
 from .common import pass_state
 from .jobs_cmds import enqueue, ratelimit
 from .schedule import schedule
@@ -57,7 +59,7 @@ def cli(state: Any, config_path: str | None, verbose: bool) -> None:
 
 
 for command in (*deploy_cmd.COMMANDS, *dev_cmd.COMMANDS, db_cmd.db, schedule, secrets,
-                enqueue, ratelimit, worker):
+                enqueue, ratelimit, worker, *ops_cmd.COMMANDS, jobs):
     cli.add_command(command)
 
 

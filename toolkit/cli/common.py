@@ -38,5 +38,7 @@ def db_url_option(func: F) -> F:
 
 
 def console(err: bool = False) -> Console:
-    """A rich console; plain text (no colour) when the output is not a terminal."""
-    return Console(stderr=err, highlight=False, soft_wrap=True)
+    """A rich console; plain text (no colour) and wide tables when the output is not a terminal."""
+    probe = Console(stderr=err)
+    return Console(stderr=err, highlight=False, soft_wrap=True,
+                   width=None if probe.is_terminal else 160)

@@ -1,0 +1,122 @@
+"""`jobkit status` and `jobkit doctor`."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+from rich.live import Live
+from rich.table import Table
+
+from .. import doctor as doctor_api
+from .. import status as status_api
+from ..exceptions import DriftError
+from ..target import database
+from .common import State, console, db_url_option, pass_state
+
+ICONS = {"pass": "[green]✓ pass[/]", "warn": "[yellow]! warn[/]", "fail": "[red]✗ fail[/]"}
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--watch", is_flag=True, help="Refresh every 2 seconds until Ctrl-C.")
+@db_url_option
+@pass_state
+def status(state: State, as_json: bool, watch: bool, db_url: str | None) -> None:
+    """The queue per type, wake-up health and schedules.
+
+    \b
+    Examples:
+      jobkit status
+      jobkit status --watch
+      jobkit status --json | jq '.types[] | select(.runnable > 1000)'
+    """
+    settings = state.settings(db_url)
+    db = database(settings)
+    if as_json:
+        click.echo(json.dumps(status_api.collect(db, settings).as_dict(), indent=2, default=str))
+        return
+    if not watch:
+        console().print(render(status_api.collect(db, settings)))
+        return
+    with Live(render(status_api.collect(db, settings)), console=console(), auto_refresh=False) as live:
+        try:
+            while True:
+                time.sleep(2)
+                live.update(render(status_api.collect(db, settings)), refresh=True)
+        except KeyboardInterrupt:
+            pass
+
+
+def render(st: status_api.Status) -> Table:
+    table = Table(title="jobkit status", title_justify="left")
+    for column in (
+        "type",
+        "runnable",
+        "later",
+        "running",
+        "done 1h",
+        "failed 1h",
+        "dead 1h",
+        "oldest due",
+        "per min",
+        "wake-ups 1h",
+    ):
+        table.add_column(column, justify="left" if column in ("type", "wake-ups 1h") else "right")
+    for t in st.types:
+        wakes = ", ".join(f"{k} {v}" for k, v in sorted(st.wakeups.get(t.type, {}).items())) or "-"
+        oldest = f"{t.oldest_runnable_s:.0f}s" if t.oldest_runnable_s is not None else "-"
+        table.add_row(
+            t.type,
+            str(t.runnable),
+            str(t.scheduled),
+            str(t.processing),
+            str(t.completed_1h),
+            str(t.failed_1h),
+            str(t.dead_1h),
+            oldest,
+            f"{t.per_minute:g}",
+            wakes,
+        )
+    if not st.types:
+        table.add_row("(no jobs)", *[""] * 9)
+    for s in st.schedules:
+        table.caption = (table.caption or "schedules:") + (
+            f"\n  {s['name']} ({s['schedule']}){'' if s['active'] else ' PAUSED'}: "
+            f"last {s['last_run'] or 'never'} {s['last_status'] or ''}"
+        )
+    return table
+
+
+@click.command()
+@click.option("--ping", is_flag=True, help="Also a live round trip: the database wakes the worker.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_url_option
+@pass_state
+def doctor(state: State, ping: bool, as_json: bool, db_url: str | None) -> None:
+    """Check the set-up; each check passes, warns or fails with its fix. Exit 3 on any failure.
+
+    \b
+    Examples:
+      jobkit doctor
+      jobkit doctor --ping
+    """
+    settings = state.settings(db_url)
+    checks = doctor_api.run(database(settings), settings, ping=ping)
+    if as_json:
+        click.echo(json.dumps([c.as_dict() for c in checks], indent=2))
+    else:
+        out = console()
+        for c in checks:
+            out.print(f"{ICONS[c.status]}  {c.name}: {c.detail}", highlight=False, markup=True)
+            if c.fix and c.status != "pass":
+                out.print(f"          fix: {c.fix}", highlight=False, markup=False)
+    if doctor_api.failed(checks):
+        bad = [c.name for c in checks if c.status == "fail"]
+        raise DriftError(
+            f"doctor: {len(bad)} check(s) failed: {', '.join(bad)}", hint="apply the fixes above"
+        )
+
+
+COMMANDS = (status, doctor)

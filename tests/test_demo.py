@@ -1,43 +1,54 @@
-"""The demo (the README's main job) reaches every expected state, in-process and as `jobkit dev --demo`."""
+"""The demo (the README's main job): the example handlers woken through the database, every job
+in its expected final state; in-process, and as a new user runs it (`jobkit init`, `jobkit dev --demo`)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from jobkit.config import RateLimitConfig, Settings
 from jobkit.connector import Database
 from jobkit.demo import run_demo
+from jobkit.deploy import DeployOptions, deploy
+from jobkit.example import example_registry
 from jobkit.jobs import Status
 
 
-def test_run_demo_reaches_expected_states(db: Database) -> None:
+def test_run_demo_reaches_expected_states(db: Database, db_url: str) -> None:
+    settings = Settings(db_url=db_url, ratelimits={"demo-api": RateLimitConfig(2.0, 1)})
+    deploy(db, settings, DeployOptions(), echo=lambda _m: None)
     lines: list[str] = []
-    outcomes = run_demo(db, "jobkit", lines.append)
-    assert all(o.ok for o in outcomes), [(o.label, o.job.status) for o in outcomes]
+    outcomes = asyncio.run(run_demo(db, settings, example_registry(), lines.append))
+    assert all(o.ok for o in outcomes), [(o.label, o.job.status, o.job.attempts) for o in outcomes]
     statuses = [o.job.status for o in outcomes]
     assert statuses.count(Status.DEAD) == 1 and statuses.count(Status.COMPLETED) == len(outcomes) - 1
-    flaky = next(o.job for o in outcomes if o.job.type == "demo.flaky")
-    assert flaky.attempts == 2
-    assert any("idempotent duplicate" in line for line in lines)
+    assert any("woke the worker over notify" in line for line in lines)
     with db.session() as s:
-        history = s.all("select outcome, count(*) as n from jobkit.job_attempts group by 1 order by 1")
-    assert history == [{"outcome": "completed", "n": 8}, {"outcome": "failed", "n": 1},
-                       {"outcome": "retry", "n": 2}]
+        history = {r["outcome"]: r["n"] for r in s.all(
+            "select outcome, count(*) as n from jobkit.job_attempts group by 1")}
+        api_starts = s.all("select started_at from jobkit.jobs where type = 'demo.api' order by started_at")
+    assert history == {"completed": 12, "retry": 2, "failed": 1, "snoozed": 1}
+    spread = (api_starts[-1]["started_at"] - api_starts[0]["started_at"]).total_seconds()
+    assert spread >= 2.0  # six calls under a 2/s limit with a burst of 1
 
 
 @pytest.mark.slow
-def test_jobkit_dev_demo_as_a_new_user_runs_it(tmp_path: Path) -> None:
-    """Its own local cluster under JOBKIT_HOME, deploy, demo, exit 0; then stop the cluster."""
+def test_init_then_dev_demo_as_a_new_user(tmp_path: Path) -> None:
+    """A new project folder: `jobkit init`, then `jobkit dev --demo` with its own local cluster."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("DB_URL") and k != "DATABASE_URL"}
     env["JOBKIT_HOME"] = str(tmp_path / ".jobkit")
+    run = [sys.executable, "-m", "jobkit"]
     try:
-        result = subprocess.run([sys.executable, "-m", "jobkit", "dev", "--demo"], cwd=tmp_path,
-                                env=env, capture_output=True, text=True, timeout=300)
+        init = subprocess.run([*run, "init"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        assert init.returncode == 0, init.stderr
+        assert (tmp_path / "jobs.py").is_file() and (tmp_path / "jobkit.toml").is_file()
+        result = subprocess.run([*run, "dev", "--demo"], cwd=tmp_path, env=env, capture_output=True,
+                                text=True, timeout=300)
         assert result.returncode == 0, result.stdout + result.stderr
-        assert "demo ok: 10 jobs reached their expected states" in result.stdout
+        assert "demo ok: 13 jobs reached their expected states" in result.stdout
     finally:
-        subprocess.run([sys.executable, "-m", "jobkit", "db", "stop"], cwd=tmp_path, env=env,
-                       capture_output=True, timeout=120)
+        subprocess.run([*run, "db", "stop"], cwd=tmp_path, env=env, capture_output=True, timeout=120)

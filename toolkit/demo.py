@@ -1,34 +1,40 @@
-"""`jobkit dev --demo`: the main job end to end on the local database, bounded and verified.
+"""`jobkit dev --demo`: the whole system, bounded and verified, on the local database.
 
-It enqueues a mix of jobs through the SQL API (priorities, an idempotent duplicate, one that fails
-once, one that exhausts its attempts), drains them with batched claims and fenced batched
-completions, dead-letters the exhausted one and checks every job reached its expected state.
+The example handlers (jobs.py from `jobkit init`, or the packaged copy) run in an in-process
+worker woken the way production wakes it: the insert trigger's NOTIFY for new jobs (pg_net on a
+server that has it), and the built-in `wake` schedule's command for retries and snoozed jobs. On
+Debian's pg_cron 1.4 that schedule runs once a minute, so the demo runs its command (and the
+dead sweep's) every second itself, to finish in seconds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
 from uuid import UUID
 
+from .config import Settings
 from .connector import Database
 from .exceptions import JobkitError
+from .handlers import Registry
 from .jobs import Job, Status
-from .manager import Failure, JobManager, NewJob
+from .manager import JobManager, NewJob
+from .schedules import CronJobs
+from .scheduling import cron_command
+from .worker_runtime import LocalWorker
 
 Echo = Callable[[str], None]
-WORKER = "jobkit-demo"
+DEMO_TYPES = ("demo.email", "demo.flaky", "demo.api", "demo.doomed")
 
 
 @dataclass(frozen=True)
-class DemoJob:
+class Planned:
     label: str
     job: NewJob
     expect: Status
+    attempts: int
 
 
 @dataclass(frozen=True)
@@ -36,84 +42,90 @@ class Outcome:
     label: str
     job: Job
     expect: Status
+    attempts: int
 
     @property
     def ok(self) -> bool:
-        return self.job.status == self.expect
+        return self.job.status == self.expect and self.job.attempts == self.attempts
 
 
-def demo_jobs(run: str) -> list[DemoJob]:
-    emails = [
-        DemoJob(f"email #{i} (priority {i % 3})",
-                NewJob("demo.email", {"to": f"user{i}@example.com"}, priority=i % 3),
-                Status.COMPLETED)
-        for i in range(1, 7)
-    ]
+def planned() -> list[Planned]:
+    emails = [Planned(f"email to user{i}", NewJob("demo.email", {"to": f"user{i}@example.com"},
+                                                   priority=i % 3), Status.COMPLETED, 1) for i in range(5)]
+    calls = [Planned(f"API call #{n}" + (" (answered 429 once)" if n == 1 else ""),
+                     NewJob("demo.api", {"n": n, "first_call_429": n == 1}), Status.COMPLETED, 1)
+             for n in range(1, 7)]
     return [
         *emails,
-        DemoJob("report (idempotency key)", NewJob("demo.report", {"month": "2026-11"},
-                idempotency_key=f"{run}:report"), Status.COMPLETED),
-        DemoJob("report again, same key", NewJob("demo.report", {"month": "2026-11"},
-                idempotency_key=f"{run}:report"), Status.COMPLETED),
-        DemoJob("flaky: fails once, retried", NewJob("demo.flaky", {"n": 1}), Status.COMPLETED),
-        DemoJob("doomed: always fails", NewJob("demo.doomed", {"n": 1}, max_attempts=2), Status.DEAD),
+        Planned("flaky upstream: fails once, retried", NewJob("demo.flaky", {}), Status.COMPLETED, 2),
+        *calls,
+        Planned("bad recipient: retried, then dead", NewJob("demo.doomed", {"to": "nobody@"}),
+                Status.DEAD, 2),
     ]
 
 
-def handle(job: Job) -> Any:
-    """The demo's handlers: return a result or raise."""
-    if job.type == "demo.flaky" and job.attempts == 1:
-        raise RuntimeError("upstream timed out (first attempt only)")
-    if job.type == "demo.doomed":
-        raise RuntimeError(f"invalid recipient (attempt {job.attempts})")
-    return {"attempt": job.attempts}
+def check_registry(registry: Registry) -> None:
+    missing = [t for t in DEMO_TYPES if t not in registry]
+    if missing:
+        raise JobkitError(f"the handlers have no {missing[0]}: the demo needs the example handlers",
+                          hint="run it without --app, or in a folder where `jobkit init` wrote jobs.py")
 
 
-def run_demo(db: Database, schema: str, echo: Echo, *, timeout: float = 30.0) -> list[Outcome]:
-    """Enqueue, drain, dead-letter; return each demo job's final state."""
-    planned = demo_jobs(uuid.uuid4().hex[:8])
+async def run_demo(db: Database, settings: Settings, registry: Registry, echo: Echo,
+                   *, timeout: float = 90.0) -> list[Outcome]:
+    """Start the worker, enqueue the demo jobs, tick until every one is finished, verify."""
+    check_registry(registry)
+    plan = planned()
+    site = CronJobs(db, settings).site
+    ticks = [cron_command(settings, site, "wake"), cron_command(settings, site, "sweep-dead")]
+    async with LocalWorker(db, settings, registry, echo=echo) as worker:
+        ids = await asyncio.to_thread(_enqueue, db, settings, plan)
+        echo(f"enqueued {len(ids)} jobs; the insert trigger woke the worker over {worker.transport}")
+        await _until_done(db, settings, ids, ticks, echo, timeout)
     with db.session() as session:
-        manager = JobManager(session, schema)
-        ids = manager.enqueue_many([p.job for p in planned])
-        echo(f"enqueued {len(ids)} jobs ({len(set(ids))} distinct: one idempotent duplicate)")
-        _drain(manager, set(ids), echo, timeout)
-        echo(f"sweep_dead: {manager.sweep_dead()} job(s) dead-lettered")
-        return [Outcome(p.label, _get(manager, i), p.expect) for p, i in zip(planned, ids, strict=True)]
+        manager = JobManager(session, settings.schema)
+        return [Outcome(p.label, _get(manager, i), p.expect, p.attempts) for p, i in zip(plan, ids, strict=True)]
 
 
-def _drain(manager: JobManager, ids: set[UUID], echo: Echo, timeout: float) -> None:
+def _enqueue(db: Database, settings: Settings, plan: list[Planned]) -> list[UUID]:
+    with db.session() as session:
+        return JobManager(session, settings.schema).enqueue_many([p.job for p in plan])
+
+
+async def _until_done(db: Database, settings: Settings, ids: list[UUID], ticks: list[str], echo: Echo,
+                      timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    types = ["demo.email", "demo.report", "demo.flaky", "demo.doomed"]
-    while not _finished(manager, ids):
+    last = ""
+    while True:
+        counts = await asyncio.to_thread(_counts, db, settings, ids)
+        line = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        if line != last:
+            echo(f"  {line}")
+            last = line
+        if set(counts) <= {"completed", "dead"}:
+            return
         if time.monotonic() > deadline:
-            raise JobkitError("the demo's jobs did not finish in time", hint="run `jobkit db status`")
-        claimed = [job for t in types for job in manager.pick(t, 50, WORKER, timedelta(minutes=1))]
-        if claimed:
-            _process(manager, claimed, echo)
-        else:
-            time.sleep(0.2)
+            raise JobkitError(f"the demo's jobs did not finish within {timeout:.0f}s ({line})",
+                              hint="see `jobkit status` and `jobkit jobs list`")
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(_tick, db, ticks)
 
 
-def _process(manager: JobManager, claimed: list[Job], echo: Echo) -> None:
-    done, failed = [], []
-    for job in claimed:
-        try:
-            done.append((job.id, job.attempts, handle(job)))
-        except RuntimeError as exc:
-            failed.append(Failure(job.id, job.attempts, str(exc), retry_in=timedelta(seconds=1)))
-    accepted = manager.complete(done)
-    statuses = manager.fail(failed)
-    echo(f"claimed {len(claimed)}: completed {len(accepted)}, failed {len(statuses)} "
-         f"({_describe(statuses)})")
+def _tick(db: Database, commands: list[str]) -> None:
+    """Run the `wake` and `sweep-dead` schedules' commands, as pg_cron would."""
+    with db.session() as session:
+        for command in commands:
+            session.script(command)
 
 
-def _describe(statuses: dict[UUID, str]) -> str:
-    retry = sum(1 for s in statuses.values() if s == "pending")
-    return f"{retry} retry in 1s, {len(statuses) - retry} out of attempts"
-
-
-def _finished(manager: JobManager, ids: set[UUID]) -> bool:
-    return all(_get(manager, i).status not in (Status.PENDING, Status.PROCESSING) for i in ids)
+def _counts(db: Database, settings: Settings, ids: list[UUID]) -> dict[str, int]:
+    with db.session() as session:
+        manager = JobManager(session, settings.schema)
+        counts: dict[str, int] = {}
+        for job_id in ids:
+            status = _get(manager, job_id).status.value
+            counts[status] = counts.get(status, 0) + 1
+        return counts
 
 
 def _get(manager: JobManager, job_id: UUID) -> Job:

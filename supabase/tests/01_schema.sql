@@ -1,6 +1,7 @@
 -- jobkit's schema and tables, as the migration in ../migrations installs them.
 -- Run with `supabase test db` (pg_prove --ext .pg --ext .sql -r supabase/tests).
 begin;
+set local client_min_messages = warning;
 -- The Supabase CLI creates pgtap in schema extensions; on a plain database create it here (all of
 -- this is rolled back at the end).
 create schema if not exists extensions;

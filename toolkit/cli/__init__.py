@@ -17,6 +17,7 @@ from . import dev as dev_cmd
 from . import ops as ops_cmd
 from .admin import jobs
 from .common import pass_state
+from .init import init
 from .jobs_cmds import enqueue, ratelimit
 from .schedule import schedule
 from .secrets import secrets
@@ -59,7 +60,7 @@ def cli(state: Any, config_path: str | None, verbose: bool) -> None:
 
 
 for command in (*deploy_cmd.COMMANDS, *dev_cmd.COMMANDS, db_cmd.db, schedule, secrets,
-                enqueue, ratelimit, worker, *ops_cmd.COMMANDS, jobs):
+                enqueue, ratelimit, worker, *ops_cmd.COMMANDS, jobs, init):
     cli.add_command(command)
 
 

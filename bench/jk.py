@@ -1,0 +1,131 @@
+"""jobkit's own figures through its real code paths: JobManager.enqueue / enqueue_many, and the
+Drainer over PostgresBackend (one process, or several OS processes each running a Drainer)."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import time
+from datetime import timedelta
+from typing import Any
+
+from jobkit.backends.postgres import PostgresBackend
+from jobkit.connector import Database
+from jobkit.drain import Drainer
+from jobkit.handlers import Registry
+from jobkit.manager import JobManager, NewJob
+
+from . import verify
+from .common import BULK_BATCH, JOB_TYPE, DrainConfig, Sample, execute
+from .verify import Tally
+
+SYSTEM = "jobkit"
+
+
+def enqueue_single(url: str, n: int) -> Sample:
+    """``n`` single-row jobkit.enqueue calls in a loop on one connection (each its own commit)."""
+    with Database(url).session() as session:
+        manager = JobManager(session, "jobkit")
+        start = time.perf_counter()
+        for i in range(n):
+            manager.enqueue(NewJob(JOB_TYPE, {"i": i}))
+        elapsed = time.perf_counter() - start
+    return Sample(n / elapsed, verify.jobkit_enqueued(url, n))
+
+
+def enqueue_bulk(url: str, n: int, batch: int = BULK_BATCH) -> Sample:
+    """``n`` jobs through jobkit.enqueue_many, ``batch`` per statement."""
+    with Database(url).session() as session:
+        manager = JobManager(session, "jobkit")
+        start = time.perf_counter()
+        _fill(manager, n, batch)
+        elapsed = time.perf_counter() - start
+    return Sample(n / elapsed, verify.jobkit_enqueued(url, n))
+
+
+def fill(url: str, n: int, batch: int = BULK_BATCH) -> None:
+    """``n`` pending no-op jobs via enqueue_many, then ANALYZE."""
+    with Database(url).session() as session:
+        _fill(JobManager(session, "jobkit"), n, batch)
+    execute(url, "analyze jobkit.jobs", "analyze jobkit.job_attempts")
+
+
+def _fill(manager: JobManager, n: int, batch: int) -> None:
+    for lo in range(0, n, batch):
+        manager.enqueue_many([NewJob(JOB_TYPE, {"i": i}) for i in range(lo, min(n, lo + batch))])
+
+
+def registry(tally: Tally) -> Registry:
+    jobs = Registry()
+
+    @jobs.handler(JOB_TYPE, timeout=60)
+    async def noop(payload: Any, ctx: Any) -> None:
+        tally.hit(ctx.id)
+
+    return jobs
+
+
+async def drain_async(url: str, config: DrainConfig, tally: Tally, pool_size: int = 4) -> float:
+    """Drain every due job once with one Drainer; returns the seconds it took."""
+    backend = PostgresBackend(url, max_size=pool_size)
+    await backend.open()
+    try:
+        drainer = Drainer(registry(tally), backend, concurrency=config.concurrency,
+                          batch_size=config.batch_size, prefetch=config.effective_prefetch)
+        start = time.perf_counter()
+        await drainer.drain(JOB_TYPE, budget=timedelta(hours=1))
+        elapsed = time.perf_counter() - start
+        await drainer.shutdown(grace=timedelta(0))
+        return elapsed
+    finally:
+        await backend.close()
+
+
+def drain(url: str, n: int, config: DrainConfig) -> Sample:
+    """Fill ``n`` jobs, drain them with one Drainer; jobs/s."""
+    fill(url, n)
+    tally = Tally()
+    elapsed = asyncio.run(drain_async(url, config, tally))
+    return Sample(n / elapsed, verify.jobkit(url, n, tally), {"config": config.describe()})
+
+
+def drain_procs(url: str, n: int, config: DrainConfig, procs: int = 2) -> Sample:
+    """Fill ``n`` jobs, drain them with ``procs`` OS processes, each running a Drainer."""
+    fill(url, n)
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(procs + 1)
+    results = ctx.Queue()
+    workers = [ctx.Process(target=_proc_main, args=(url, config, barrier, results)) for _ in range(procs)]
+    for w in workers:
+        w.start()
+    barrier.wait(timeout=60)  # every child has its pool open
+    start = time.monotonic()
+    outcomes = [results.get(timeout=3600) for _ in workers]
+    for w in workers:
+        w.join(timeout=60)
+    elapsed = max(o["end"] for o in outcomes) - start
+    tally = Tally()
+    for o in outcomes:
+        tally.merge(o["calls"], o["ids"])
+    per_proc = ", ".join(str(o["calls"]) for o in outcomes)
+    return Sample(n / elapsed, verify.jobkit(url, n, tally),
+                  {"config": f"{procs} processes x ({config.describe()})", "jobs per process": per_proc})
+
+
+def _proc_main(url: str, config: DrainConfig, barrier: Any, results: Any) -> None:
+    async def main() -> dict[str, Any]:
+        tally = Tally()
+        backend = PostgresBackend(url, max_size=4)
+        await backend.open()
+        try:
+            drainer = Drainer(registry(tally), backend, concurrency=config.concurrency,
+                              batch_size=config.batch_size, prefetch=config.effective_prefetch)
+            barrier.wait(timeout=60)
+            await drainer.drain(JOB_TYPE, budget=timedelta(hours=1))
+            end = time.monotonic()
+            await drainer.shutdown(grace=timedelta(0))
+        finally:
+            await backend.close()
+        return {"end": end, "calls": tally.calls, "ids": [str(i) for i in tally.ids]}
+
+    results.put(asyncio.run(main()))

@@ -50,29 +50,46 @@ class Outcome:
 
 
 def planned() -> list[Planned]:
-    emails = [Planned(f"email to user{i}", NewJob("demo.email", {"to": f"user{i}@example.com"},
-                                                   priority=i % 3), Status.COMPLETED, 1) for i in range(5)]
-    calls = [Planned(f"API call #{n}" + (" (answered 429 once)" if n == 1 else ""),
-                     NewJob("demo.api", {"n": n, "first_call_429": n == 1}), Status.COMPLETED, 1)
-             for n in range(1, 7)]
+    emails = [
+        Planned(
+            f"email to user{i}",
+            NewJob("demo.email", {"to": f"user{i}@example.com"}, priority=i % 3),
+            Status.COMPLETED,
+            1,
+        )
+        for i in range(5)
+    ]
+    calls = [
+        Planned(
+            f"API call #{n}" + (" (answered 429 once)" if n == 1 else ""),
+            NewJob("demo.api", {"n": n, "first_call_429": n == 1}),
+            Status.COMPLETED,
+            1,
+        )
+        for n in range(1, 7)
+    ]
     return [
         *emails,
         Planned("flaky upstream: fails once, retried", NewJob("demo.flaky", {}), Status.COMPLETED, 2),
         *calls,
-        Planned("bad recipient: retried, then dead", NewJob("demo.doomed", {"to": "nobody@"}),
-                Status.DEAD, 2),
+        Planned(
+            "bad recipient: retried, then dead", NewJob("demo.doomed", {"to": "nobody@"}), Status.DEAD, 2
+        ),
     ]
 
 
 def check_registry(registry: Registry) -> None:
     missing = [t for t in DEMO_TYPES if t not in registry]
     if missing:
-        raise JobkitError(f"the handlers have no {missing[0]}: the demo needs the example handlers",
-                          hint="run it without --app, or in a folder where `jobkit init` wrote jobs.py")
+        raise JobkitError(
+            f"the handlers have no {missing[0]}: the demo needs the example handlers",
+            hint="run it without --app, or in a folder where `jobkit init` wrote jobs.py",
+        )
 
 
-async def run_demo(db: Database, settings: Settings, registry: Registry, echo: Echo,
-                   *, timeout: float = 90.0) -> list[Outcome]:
+async def run_demo(
+    db: Database, settings: Settings, registry: Registry, echo: Echo, *, timeout: float = 90.0
+) -> list[Outcome]:
     """Start the worker, enqueue the demo jobs, tick until every one is finished, verify."""
     check_registry(registry)
     plan = planned()
@@ -84,7 +101,9 @@ async def run_demo(db: Database, settings: Settings, registry: Registry, echo: E
         await _until_done(db, settings, ids, ticks, echo, timeout)
     with db.session() as session:
         manager = JobManager(session, settings.schema)
-        return [Outcome(p.label, _get(manager, i), p.expect, p.attempts) for p, i in zip(plan, ids, strict=True)]
+        return [
+            Outcome(p.label, _get(manager, i), p.expect, p.attempts) for p, i in zip(plan, ids, strict=True)
+        ]
 
 
 def _enqueue(db: Database, settings: Settings, plan: list[Planned]) -> list[UUID]:
@@ -92,8 +111,9 @@ def _enqueue(db: Database, settings: Settings, plan: list[Planned]) -> list[UUID
         return JobManager(session, settings.schema).enqueue_many([p.job for p in plan])
 
 
-async def _until_done(db: Database, settings: Settings, ids: list[UUID], ticks: list[str], echo: Echo,
-                      timeout: float) -> None:
+async def _until_done(
+    db: Database, settings: Settings, ids: list[UUID], ticks: list[str], echo: Echo, timeout: float
+) -> None:
     deadline = time.monotonic() + timeout
     last = ""
     while True:
@@ -105,8 +125,10 @@ async def _until_done(db: Database, settings: Settings, ids: list[UUID], ticks: 
         if set(counts) <= {"completed", "dead"}:
             return
         if time.monotonic() > deadline:
-            raise JobkitError(f"the demo's jobs did not finish within {timeout:.0f}s ({line})",
-                              hint="see `jobkit status` and `jobkit jobs list`")
+            raise JobkitError(
+                f"the demo's jobs did not finish within {timeout:.0f}s ({line})",
+                hint="see `jobkit status` and `jobkit jobs list`",
+            )
         await asyncio.sleep(1.0)
         await asyncio.to_thread(_tick, db, ticks)
 

@@ -26,8 +26,15 @@ from .sync import resolve_transport
 class LocalWorker:
     """``async with LocalWorker(db, settings, registry):`` runs a worker until the block ends."""
 
-    def __init__(self, db: Database, settings: Settings, registry: Registry, *,
-                 echo: Callable[[str], None] = print, concurrency: int = 8) -> None:
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        registry: Registry,
+        *,
+        echo: Callable[[str], None] = print,
+        concurrency: int = 8,
+    ) -> None:
         self.db = db
         self.settings = settings
         self.registry = registry
@@ -45,14 +52,16 @@ class LocalWorker:
         if self.transport == "pg_net":
             await self._serve_http()
         else:
-            listener = Listener(self.drainer, self.backend, f"{self.settings.schema}_wake",
-                                budget=timedelta(seconds=30))
+            listener = Listener(
+                self.drainer, self.backend, f"{self.settings.schema}_wake", budget=timedelta(seconds=30)
+            )
             self._tasks.append(asyncio.create_task(listener.run()))
             await asyncio.sleep(0.3)  # LISTEN is in place before the first enqueue
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         released = await self.drainer.shutdown(timedelta(seconds=5))
         if released:
             self.echo(f"released {released} claimed job(s) back to pending")
@@ -72,7 +81,9 @@ class LocalWorker:
         set_secrets(self.db, self.settings, url=f"http://127.0.0.1:{port}/run", token=None)
         endpoint = WorkerEndpoint(self.registry, self.backend)
         endpoint.drainer = self.drainer
-        config = uvicorn.Config(endpoint.app, host="127.0.0.1", port=port, lifespan="off", log_level="warning")
+        config = uvicorn.Config(
+            endpoint.app, host="127.0.0.1", port=port, lifespan="off", log_level="warning"
+        )
         self._server = uvicorn.Server(config)
         self._tasks.append(asyncio.create_task(self._server.serve()))
         while not self._server.started:

@@ -222,6 +222,25 @@ def test_worker_http_auth_and_token_never_logged(db_url: str, workers: Callable[
     assert code == 0 and TOKEN not in out and "401" in out
 
 
+def test_doctor_ping_round_trip_through_a_listening_worker(
+    db_url: str, workers: Callable[..., Worker]
+) -> None:
+    from click.testing import CliRunner
+    from jobkit.cli import cli
+
+    deploy(Database(db_url), Settings(db_url=db_url), DeployOptions(), echo=lambda _m: None)
+    worker = workers("--listen")
+    result = CliRunner().invoke(cli, ["doctor", "--ping", "--db-url", db_url])
+    assert result.exit_code == 0, result.output
+    assert "ping: round trip through the database: answered by" in result.output
+    worker.stop()
+    from jobkit.doctor import FAIL, run
+
+    [ping] = [c for c in run(Database(db_url), Settings(db_url=db_url), ping=True, ping_timeout=2)
+              if c.name == "ping"]
+    assert ping.status == FAIL and "is pending" in ping.detail and "worker running" in ping.fix
+
+
 def _s(seconds: float) -> Any:
     from datetime import timedelta
 

@@ -1,0 +1,143 @@
+"""The example Supabase CLI project in supabase/: its migration is exactly what `jobkit render
+--supabase` writes today, and its pgTAP tests pass (run with pg_prove, as `supabase test db` does)
+against a fresh PostgreSQL 15 database that got the migration the way the Supabase CLI applies it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from conftest import HEAD, MIGRATIONS
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = ROOT / "supabase"
+TESTS = PROJECT / "tests"
+JOBKIT_FILE = re.compile(r"^(\d{14})_jobkit_(\d{4})\.sql$")
+REGENERATE = (
+    "regenerate it: rm supabase/migrations/*_jobkit_*.sql && "
+    "jobkit render --supabase --supabase-dir supabase"
+)
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name) or f"/usr/bin/{name}"
+    assert Path(path).exists(), f"{name} not found (apt-get install postgresql-15 libtap-parser-sourcehandler-pgtap-perl)"
+    return path
+
+
+def _committed() -> Path:
+    files = [p for p in (PROJECT / "migrations").glob("*.sql") if JOBKIT_FILE.match(p.name)]
+    assert len(files) == 1, f"supabase/migrations must hold exactly one jobkit migration, found {files}; {REGENERATE}"
+    return files[0]
+
+
+def _render(project_dir: Path) -> subprocess.CompletedProcess[str]:
+    """`jobkit render --supabase --supabase-dir DIR`, run from the repository root like the example."""
+    return subprocess.run(
+        [sys.executable, "-m", "jobkit", "render", "--supabase", "--supabase-dir", str(project_dir)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )
+
+
+def _pg_env(url: str) -> dict[str, str]:
+    """libpq environment variables for ``url`` (psql and pg_prove both honour them)."""
+    parts = urlsplit(url)
+    env = {**os.environ, "PGDATABASE": unquote(parts.path.lstrip("/")), "PGCONNECT_TIMEOUT": "10"}
+    if parts.hostname:
+        env["PGHOST"] = parts.hostname
+    if parts.port:
+        env["PGPORT"] = str(parts.port)
+    if parts.username:
+        env["PGUSER"] = unquote(parts.username)
+    if parts.password:
+        env["PGPASSWORD"] = unquote(parts.password)
+    for var in ("PGSERVICE", "PGOPTIONS", "PGSSLMODE"):
+        env.pop(var, None)
+    return env
+
+
+def _psql(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [_tool("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", *args],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )
+
+
+def test_project_layout() -> None:
+    config = (PROJECT / "config.toml").read_text()
+    assert 'project_id = "jobkit-example"' in config
+    assert re.search(r'^schemas = \["public", "graphql_public"\]$', config, re.MULTILINE)
+    assert re.search(r"^major_version = 15$", config, re.MULTILINE)
+    files = sorted(p.name for p in TESTS.glob("*.sql"))
+    assert files, "supabase/tests holds no pgTAP files"
+    for name in files:
+        text = (TESTS / name).read_text()
+        assert re.match(r"^(--[^\n]*\n)*begin;\n", text), f"{name} must start with begin;"
+        assert "create extension if not exists pgtap with schema extensions;" in text, name
+        assert re.search(r"^select plan\(\d+\);$", text, re.MULTILINE), name
+        assert text.rstrip().endswith("select * from finish();\nrollback;"), name
+
+
+def test_committed_migration_is_what_render_writes_today(tmp_path: Path) -> None:
+    committed = _committed()
+    assert JOBKIT_FILE.match(committed.name).group(2) == HEAD, (  # type: ignore[union-attr]
+        f"{committed.name} stops before jobkit's head migration {HEAD}; {REGENERATE}"
+    )
+    project = tmp_path / "supabase"
+    project.mkdir()
+    result = _render(project)
+    assert result.returncode == 0, result.stderr
+    written = list((project / "migrations").glob("*.sql"))
+    assert len(written) == 1 and JOBKIT_FILE.match(written[0].name), written
+    assert written[0].name.split("_", 1)[1] == committed.name.split("_", 1)[1]
+    assert written[0].read_text(encoding="utf-8") == committed.read_text(encoding="utf-8"), (
+        f"{committed.relative_to(ROOT)} differs from `jobkit render --supabase` output; {REGENERATE}"
+    )
+    marks = re.findall(r"^-- jobkit-migration: (\d{4}) [0-9a-f]{64}$", committed.read_text(), re.MULTILINE)
+    assert marks == [m[:4] for m in MIGRATIONS]
+
+
+def test_render_into_the_example_adds_nothing(tmp_path: Path) -> None:
+    """The committed file's marks cover every migration: rendering into the project writes nothing."""
+    copy = tmp_path / "supabase"
+    shutil.copytree(PROJECT, copy)
+    before = sorted(p.name for p in (copy / "migrations").iterdir())
+    result = _render(copy)
+    assert result.returncode == 0, result.stderr
+    assert "nothing written" in result.stdout
+    assert sorted(p.name for p in (copy / "migrations").iterdir()) == before
+
+
+def test_pgtap_suite_passes_on_the_applied_migration(fresh_db: str) -> None:
+    env = _pg_env(fresh_db)
+    # Like `supabase db push`: the whole file in one transaction.
+    applied = _psql(env, "--single-transaction", "-f", str(_committed()))
+    assert applied.returncode == 0, applied.stderr
+    # Like `supabase test db`: pgTAP in schema extensions.
+    setup = _psql(env, "-c", "create schema if not exists extensions; "
+                             "create extension if not exists pgtap with schema extensions;")
+    assert setup.returncode == 0, setup.stderr
+
+    prove = subprocess.run(
+        [_tool("pg_prove"), "--ext", ".pg", "--ext", ".sql", "-r", str(TESTS.relative_to(ROOT))],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    output = prove.stdout + prove.stderr
+    assert prove.returncode == 0, output
+    assert prove.stdout.rstrip().endswith("Result: PASS"), output
+    ran = re.search(r"^Files=(\d+), Tests=(\d+)", prove.stdout, re.MULTILINE)
+    assert ran and int(ran.group(1)) == len(list(TESTS.glob("*.sql"))) and int(ran.group(2)) > 0, output
+
+    # Every test file rolled back: no job, no grant on extensions, no history row beyond the file's.
+    left = _psql(env, "-At", "-c",
+                 "select (select count(*) from jobkit.jobs), (select count(*) from jobkit.job_attempts), "
+                 "(select count(*) from jobkit.schema_migrations), "
+                 "has_schema_privilege('anon', 'extensions', 'usage')")
+    assert left.returncode == 0, left.stderr
+    assert left.stdout.strip() == f"0|0|{len(MIGRATIONS)}|f"
+

@@ -83,6 +83,20 @@ def jobkit_enqueued(url: str, n: int) -> Check:
     return Check(ok, f"{row['total']} rows ({row['pending']} pending, {row['ids']} ids), expected {n}")
 
 
+def jobkit_claimed(url: str, claimed: int, *, expected: int, pending: int) -> Check:
+    """A claim-cost run: every claimed job was claimed once and completed once; the rest pending."""
+    row = _one(url, """select count(*) filter (where status = 'completed' and attempts = 1) as done,
+        count(*) filter (where status = 'pending' and attempts = 0) as pending,
+        count(*) filter (where status not in ('completed', 'pending')) as other,
+        (select count(*) from jobkit.job_attempts where outcome = 'completed') as history
+        from jobkit.jobs""")
+    ok = (claimed == expected == row["done"] == row["history"] and row["pending"] == pending
+          and not row["other"])
+    return Check(ok, f"exactly-once ok ({claimed} claimed and completed)" if ok else
+                 f"claimed {claimed} (expected {expected}); {row['done']} completed, {row['history']} "
+                 f"history rows, {row['pending']} pending (expected {pending}), {row['other']} other")
+
+
 def pgqueuer(url: str, n: int, tally: Tally | None = None) -> Check:
     """PgQueuer deletes a finished job and logs it: the queue is empty, the log has n successes."""
     queue = _one(url, "select count(*) as left from pgqueuer")

@@ -2,9 +2,14 @@
 -- Run with `supabase test db` (pg_prove --ext .pg --ext .sql -r supabase/tests).
 begin;
 set local client_min_messages = warning;
--- The Supabase CLI creates pgtap in schema extensions; on a plain database create it here (all of
--- this is rolled back at the end).
-create schema if not exists extensions;
+-- pgTAP lives in schema extensions (the Supabase CLI creates it there); create both when missing.
+do $$
+begin
+    if to_regnamespace('extensions') is null then
+        create schema extensions;
+    end if;
+end
+$$;
 create extension if not exists pgtap with schema extensions;
 set local search_path = extensions, public;
 

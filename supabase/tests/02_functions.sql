@@ -2,7 +2,14 @@
 -- Only the named functions are tested, so later jobkit migrations that add functions keep passing.
 begin;
 set local client_min_messages = warning;
-create schema if not exists extensions;
+-- pgTAP lives in schema extensions (the Supabase CLI creates it there); create both when missing.
+do $$
+begin
+    if to_regnamespace('extensions') is null then
+        create schema extensions;
+    end if;
+end
+$$;
 create extension if not exists pgtap with schema extensions;
 set local search_path = extensions, public;
 

@@ -1,0 +1,148 @@
+"""Runs the measurements: systems interleaved (their order rotates every repeat), a fresh database
+for each measurement, the exactly-once check after each one, medians over the repeats."""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import jk_extra
+from .cluster import BenchCluster
+from .common import Sample, median
+from .systems import PROCS, PROC_CONCURRENCY, System
+from .verify import Check
+
+Echo = Callable[[str], None]
+GROUPS = ("enqueue", "drain", "latency", "claim", "bloat")
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    repeats: int
+    n_single: int  # single-row enqueues
+    n_bulk: int  # jobs enqueued in batches of 1,000
+    n_drain: int  # jobs per drain measurement
+    concurrency: tuple[int, ...]
+    latency_rate: float  # jobs/s
+    latency_seconds: float
+    claim_small: int  # pending jobs, small backlog
+    claim_large: int  # pending jobs, large backlog
+    claim_future: int  # jobs scheduled a day ahead (with claim_small due)
+    claims: int  # timed claims per claim-cost measurement
+    bloat_jobs: int
+    bloat_wave: int
+
+
+PRESETS = {
+    "full": Preset("full", 3, 2_000, 20_000, 20_000, (1, 4, 16), 50, 20, 10_000, 1_000_000, 200_000,
+                   100, 500_000, 10_000),
+    "quick": Preset("quick", 1, 500, 5_000, 3_000, (1, 4, 16), 50, 5, 10_000, 300_000, 200_000,
+                    50, 40_000, 10_000),
+    "smoke": Preset("smoke", 1, 50, 200, 200, (1, 4), 50, 1, 1_000, 3_000, 2_000, 10, 600, 200),
+}
+
+
+@dataclass
+class Results:
+    preset: Preset
+    systems: list[System]
+    samples: dict[tuple[str, str], list[Sample]] = field(default_factory=dict)
+    started: float = field(default_factory=time.time)
+    elapsed: float = 0.0
+    load: list[str] = field(default_factory=list)
+
+    def add(self, system: str, metric: str, sample: Sample) -> None:
+        self.samples.setdefault((system, metric), []).append(sample)
+
+    def get(self, system: str, metric: str) -> list[Sample]:
+        return self.samples.get((system, metric), [])
+
+    def value(self, system: str, metric: str) -> float | None:
+        """The median over repeats; None when not measured or when any repeat FAILED."""
+        samples = self.get(system, metric)
+        if not samples or not all(s.ok for s in samples):
+            return None
+        return median([s.value for s in samples if s.value is not None])
+
+    def failed(self, system: str, metric: str) -> bool:
+        return any(not s.ok for s in self.get(system, metric))
+
+    @property
+    def all_ok(self) -> bool:
+        return all(s.ok for samples in self.samples.values() for s in samples)
+
+
+def _loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def run(cluster: BenchCluster, preset: Preset, systems: list[System], groups: tuple[str, ...],
+        echo: Echo = print) -> Results:
+    for s in systems:
+        if s.install is not None:
+            cluster.register(s.key, s.install)
+    results = Results(preset, systems)
+    results.load.append(f"start {_loadavg()}")
+
+    def measure(system: System, metric: str, fn: Callable[[str], Sample], label: str) -> Sample:
+        try:
+            with cluster.database(system.key) as url:
+                sample = fn(url)
+        except Exception as exc:  # noqa: BLE001 - one broken measurement must not stop the run
+            echo(traceback.format_exc(limit=3))
+            sample = Sample(None, Check(False, f"error: {type(exc).__name__}: {exc}"))
+        results.add(system.key, metric, sample)
+        shown = f"{sample.value:,.1f}" if sample.value is not None else "-"
+        echo(f"  {system.name:<14} {label:<28} {shown:>12}   "
+             f"{'ok' if sample.ok else 'FAILED'}: {sample.check.detail}")
+        return sample
+
+    p = preset
+    for r in range(p.repeats):
+        order = systems[r % len(systems):] + systems[:r % len(systems)]
+        echo(f"repeat {r + 1}/{p.repeats} (order: {', '.join(s.name for s in order)}; load {_loadavg()})")
+        if "enqueue" in groups:
+            for s in order:
+                if s.enqueue_single:
+                    fn = s.enqueue_single
+                    measure(s, "enqueue_single", lambda u, fn=fn: fn(u, p.n_single), "enqueue single (jobs/s)")
+            for s in order:
+                if s.enqueue_bulk:
+                    fn = s.enqueue_bulk
+                    measure(s, "enqueue_bulk", lambda u, fn=fn: fn(u, p.n_bulk), "enqueue bulk (jobs/s)")
+        if "drain" in groups:
+            for c in p.concurrency:
+                for s in order:
+                    if s.drain:
+                        fn = s.drain
+                        measure(s, f"drain_c{c}", lambda u, fn=fn, c=c: fn(u, p.n_drain, c), f"drain c={c} (jobs/s)")
+            for s in order:
+                if s.drain_procs:
+                    fn = s.drain_procs
+                    measure(s, "drain_procs", lambda u, fn=fn: fn(u, p.n_drain),
+                            f"drain {PROCS}x c={PROC_CONCURRENCY} (jobs/s)")
+        if "latency" in groups:
+            for s in order:
+                if s.latency:
+                    fn = s.latency
+                    sample = measure(s, "latency_p50", lambda u, fn=fn: fn(u, p.latency_rate, p.latency_seconds),
+                                     f"latency p50 @{p.latency_rate:g}/s (ms)")
+                    results.add(s.key, "latency_p99", Sample(sample.extra.get("p99_ms"), sample.check))
+        if "claim" in groups and any(s.key == "jobkit" for s in systems):
+            jobkit = next(s for s in systems if s.key == "jobkit")
+            for metric, due, future in (("claim_small", p.claim_small, 0), ("claim_large", p.claim_large, 0),
+                                        ("claim_future", p.claim_small, p.claim_future)):
+                measure(jobkit, metric, lambda u, d=due, f=future: jk_extra.claim_cost(u, d, f, p.claims),
+                        f"claim 50: {due:,} due + {future:,} future (ms)")
+        if "bloat" in groups and r == 0 and any(s.key == "jobkit" for s in systems):
+            jobkit = next(s for s in systems if s.key == "jobkit")
+            for metric, prune in (("bloat_prune_on", True), ("bloat_prune_off", False)):
+                measure(jobkit, metric, lambda u, pr=prune: jk_extra.bloat(u, p.bloat_jobs, p.bloat_wave, pr),
+                        f"{p.bloat_jobs:,} jobs, prune {'on' if prune else 'off'} (MB)")
+    results.elapsed = time.time() - results.started
+    results.load.append(f"end {_loadavg()}")
+    return results

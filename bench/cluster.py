@@ -31,8 +31,9 @@ SERVER_SETTINGS = {
 class BenchCluster:
     """Start with ``start()``; ``database(system)`` yields a fresh database URL."""
 
-    def __init__(self, echo: Callable[[str], None] = print) -> None:
+    def __init__(self, echo: Callable[[str], None] = print, extra: dict[str, str] | None = None) -> None:
         self.echo = echo
+        self.settings = {**SERVER_SETTINGS, **(extra or {})}
         self.home = Path(tempfile.mkdtemp(prefix="jobkit-bench-"))
         self.local = LocalCluster(self.home, fsync=True)
         self._templates: dict[str, str] = {}
@@ -41,7 +42,7 @@ class BenchCluster:
     def start(self) -> BenchCluster:
         self.local.start()
         with self.admin() as admin:
-            for key, value in SERVER_SETTINGS.items():
+            for key, value in self.settings.items():
                 admin.execute_with_identifiers(f"alter system set {{k}} = '{value}'", k=key)
         self.local.stop()
         self.local.start()

@@ -108,6 +108,7 @@ def bloat(url: str, total: int, wave: int, prune: bool) -> Sample:
     """Process ``total`` jobs in waves of ``wave`` (enqueue_many, then drain); with ``prune`` the
     prune schedule's command runs after every wave. Value: jobs + job_attempts + wakeups, MB."""
     tally, pruned = Tally(), 0
+    growth: list[tuple[int, float]] = []  # (jobs processed, MB) after each wave
 
     async def run() -> None:
         nonlocal pruned
@@ -121,6 +122,7 @@ def bloat(url: str, total: int, wave: int, prune: bool) -> Sample:
                 await drainer.drain(JOB_TYPE, budget=timedelta(hours=1))
                 if prune:
                     pruned += int(scalar(url, PRUNE_SQL))
+                growth.append((lo + wave, total_mb(url)))
             await drainer.shutdown(grace=timedelta(0))
         finally:
             await backend.close()
@@ -130,7 +132,13 @@ def bloat(url: str, total: int, wave: int, prune: bool) -> Sample:
     time.sleep(1.0)  # let the backends' statistics reach pg_stat_user_tables
     sizes = table_sizes(url)
     value = sum(s["total_mb"] for s in sizes.values())
-    return Sample(value, check, {"tables": sizes, "pruned": pruned})
+    return Sample(value, check, {"tables": sizes, "pruned": pruned, "growth": growth})
+
+
+def total_mb(url: str) -> float:
+    return float(scalar(url, "select sum(pg_total_relation_size(c.oid)) / 1048576.0 from pg_class c "
+                             "where c.oid in ('jobkit.jobs'::regclass, 'jobkit.job_attempts'::regclass, "
+                             "'jobkit.wakeups'::regclass)"))
 
 
 def table_sizes(url: str) -> dict[str, dict[str, Any]]:

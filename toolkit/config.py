@@ -135,6 +135,13 @@ def worker_token_from_env(env: Mapping[str, str] | None = None) -> str | None:
     return (os.environ if env is None else env).get("JOBKIT_WORKER_TOKEN") or None
 
 
+def supabase_api_from_env(env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """SUPABASE_URL and SUPABASE_SERVICE_ROLE_KEY for the Data API backend (None unless both are set)."""
+    e = os.environ if env is None else env
+    url, key = e.get("SUPABASE_URL"), e.get("SUPABASE_SERVICE_ROLE_KEY")
+    return (url, key) if url and key else None
+
+
 def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Settings:
     """Validate a parsed jobkit.toml document."""
     v.only(data, {"schema", "db_url", "defaults", "types", "retention", "wake", "maintenance",

@@ -142,7 +142,7 @@ class SupabaseBackend:
 
     def _clean(self, text: str) -> str:
         """One line, and never the key."""
-        return " ".join(text.replace(self._key, "[service key]").split())
+        return " ".join((text.replace(self._key, "[service key]") if self._key else text).split())
 
 
 def _interval(value: timedelta | None) -> str | None:

@@ -6,7 +6,10 @@ import logging
 
 import click
 
+from ..backends.supabase import SupabaseBackend
+from ..config import supabase_api_from_env
 from ..durations import parse_duration
+from ..exceptions import ConfigError
 from ..workerapp import WorkerOptions, listen, load_registry, postgres_backend, serve
 from .common import State, db_url_option, pass_state
 
@@ -37,11 +40,14 @@ def worker() -> None:
 @click.option("--listen", "listen_mode", is_flag=True,
               help="LISTEN for NOTIFY wake-ups instead of serving HTTP (no pg_net).")
 @click.option("--no-prepare", is_flag=True, help="No prepared statements (Supavisor transaction mode).")
+@click.option("--data-api", is_flag=True,
+              help="Call jobkit through Supabase's Data API ([api] schema, $SUPABASE_URL, "
+              "$SUPABASE_SERVICE_ROLE_KEY) instead of connecting to the database.")
 @db_url_option
 @pass_state
 def serve_command(state: State, registry_spec: str, host: str, port: int, concurrency: int,
                   batch_size: int, prefetch: int, mode: str, grace: str, listen_mode: bool,
-                  no_prepare: bool, db_url: str | None) -> None:
+                  no_prepare: bool, data_api: bool, db_url: str | None) -> None:
     """Serve POST /run and GET /healthz for the handlers in MODULE:REGISTRY.
 
     The bearer token is $JOBKIT_WORKER_TOKEN, else the one `jobkit secrets set` stored.
@@ -57,6 +63,13 @@ def serve_command(state: State, registry_spec: str, host: str, port: int, concur
     options = WorkerOptions(host=host, port=port, concurrency=concurrency, batch_size=batch_size,
                             prefetch=prefetch, mode=mode, grace=parse_duration(grace, what="--grace"),
                             prepare=not no_prepare, token=state.worker_token())
+    if data_api:
+        api = supabase_api_from_env()
+        if api is None or settings.api_schema is None or listen_mode:
+            raise ConfigError("--data-api needs $SUPABASE_URL, $SUPABASE_SERVICE_ROLE_KEY and [api] schema "
+                              "(and no --listen)", hint="set them, then run `jobkit deploy`")
+        serve(registry, SupabaseBackend(*api, settings.api_schema), options)
+        return
     backend = postgres_backend(settings, options)
     if listen_mode:
         listen(registry, backend, settings, options)

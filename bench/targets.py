@@ -1,0 +1,76 @@
+"""jobkit's performance targets, judged against the measured medians."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .runner import Results
+
+DRAINS = ("drain_c1", "drain_c4", "drain_c16", "drain_procs")
+LISTEN_NOTIFY_PEERS = ("pgqueuer", "procrastinate")
+
+
+def best_drain(results: Results, system: str) -> tuple[float | None, str]:
+    found = [(v, m) for m in DRAINS if (v := results.value(system, m)) is not None]
+    return max(found) if found else (None, "")
+
+
+def evaluate(results: Results) -> list[tuple[str, str, str]]:
+    """(target, measured, verdict) rows; verdict is met / MISSED / not measured."""
+    v = results.value
+    out: list[tuple[str, str, str]] = []
+
+    def row(target: str, measured: str, ok: bool | None) -> None:
+        out.append((target, measured, "not measured" if ok is None else ("met" if ok else "**MISSED**")))
+
+    jk, jk_m = best_drain(results, "jobkit")
+    pq, pq_m = best_drain(results, "pgqueuer")
+    raw, raw_m = best_drain(results, "raw")
+    row("Drain >= 2x PgQueuer's best config",
+        f"jobkit best {jk or 0:,.0f}/s ({jk_m}) vs PgQueuer best {pq or 0:,.0f}/s ({pq_m}): "
+        f"{jk / pq:.2f}x" if jk and pq else "—", jk >= 2 * pq if jk and pq else None)
+    row("Drain >= 40% of the raw claim-50 ceiling (pgbench)",
+        f"{jk or 0:,.0f}/s vs ceiling {raw or 0:,.0f}/s ({raw_m}): {jk / raw:.0%}" if jk and raw else "—",
+        jk >= 0.4 * raw if jk and raw else None)
+    jb, pb = v("jobkit", "enqueue_bulk"), v("pgqueuer", "enqueue_bulk")
+    row("Bulk enqueue >= 2x PgQueuer's bulk",
+        f"{jb:,.0f}/s vs {pb:,.0f}/s: {jb / pb:.2f}x" if jb and pb else "—", jb >= 2 * pb if jb and pb else None)
+    for q in ("p50", "p99"):
+        mine = v("jobkit", f"latency_{q}")
+        peers = {p: x for p in LISTEN_NOTIFY_PEERS if (x := v(p, f"latency_{q}")) is not None}
+        best = min(peers.values()) if peers else None
+        shown = ", ".join(f"{p} {x:.1f} ms" for p, x in peers.items())
+        row(f"Latency {q} no worse than the LISTEN/NOTIFY peers",
+            f"jobkit {mine:.1f} ms vs {shown}" if mine is not None and peers else "—",
+            mine <= best if mine is not None and best is not None else None)
+    small, large, fut = v("jobkit", "claim_small"), v("jobkit", "claim_large"), v("jobkit", "claim_future")
+    p = results.preset
+    row(f"Claim cost at {p.claim_large:,} / {p.claim_small:,} pending <= 1.3x",
+        f"{large:.2f} / {small:.2f} ms = {large / small:.2f}x" if small and large else "—",
+        large / small <= 1.3 if small and large else None)
+    row(f"{p.claim_future:,} future-scheduled jobs do not slow claims (<= 1.3x)",
+        f"{fut:.2f} / {small:.2f} ms = {fut / small:.2f}x" if small and fut else "—",
+        fut / small <= 1.3 if small and fut else None)
+    row(*_bounded(results))
+    return out
+
+
+def _bounded(results: Results) -> tuple[str, str, bool | None]:
+    """Pruned: the size stops growing (final <= 1.25x the size half-way) and stays under unpruned."""
+    on, off = results.get("jobkit", "bloat_prune_on")[:1], results.get("jobkit", "bloat_prune_off")[:1]
+    target = "Bounded table size with pruning"
+    if not on or not on[0].ok or not on[0].extra.get("growth"):
+        return target, "—", None
+    growth = on[0].extra["growth"]
+    half, final = growth[len(growth) // 2 - 1 if len(growth) > 1 else 0][1], growth[-1][1]
+    off_mb = off[0].value if off and off[0].ok else None
+    shown = (f"prune on: {half:.1f} MB half-way, {final:.1f} MB at the end"
+             + (f"; prune off: {off_mb:.1f} MB" if off_mb else ""))
+    return target, shown, final <= 1.25 * half and (off_mb is None or final < off_mb)
+
+
+def render(results: Results) -> str:
+    lines = ["| Target | Measured (medians) | Verdict |", "|---|---|---|"]
+    lines += [f"| {t} | {m} | {ok} |" for t, m, ok in evaluate(results)]
+    return "\n".join(lines)

@@ -25,7 +25,7 @@ def test_a_real_pg_cron_tick_wakes_the_worker(
     admin.execute_with_identifiers("alter database {db} set log_statement = 'all'", db=db.dbname)
     settings = Settings(db_url=db_url, types={"email": TypeConfig(wake_on_insert=False)}, maintenance={})
     PgNetStandIn(db_url).install()
-    with PgNetStandIn(db_url) as net:
+    with PgNetStandIn(db_url):
         deploy(db, settings, DeployOptions(), echo=lambda _m: None)
         set_secrets(db, settings, url=server.base + "/ok", token=TOKEN)
         scheduling.add(db, settings, "tick", "* * * * *", job_type="email")

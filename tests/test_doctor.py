@@ -66,7 +66,7 @@ def test_not_deployed(fresh_db: str) -> None:
 
 def test_pg_net_without_secrets_and_a_stopped_pg_net_worker(healthy: str) -> None:
     PgNetStandIn(healthy).install()
-    with PgNetStandIn(healthy) as net:
+    with PgNetStandIn(healthy):
         deploy(Database(healthy), Settings(db_url=healthy), DeployOptions(), echo=lambda _m: None)
         checks = _checks(healthy)
         assert checks["pg_net"].status == PASS and "pg_net worker" not in checks  # it runs

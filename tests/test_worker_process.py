@@ -105,7 +105,7 @@ def test_the_database_wakes_a_real_worker_through_pg_net(
     worker = workers()
     settings = Settings(db_url=db_url, maintenance={})
     PgNetStandIn(db_url).install()
-    with PgNetStandIn(db_url) as net:
+    with PgNetStandIn(db_url):
         deploy(Database(db_url), settings, DeployOptions(), echo=lambda _m: None)
         set_secrets(Database(db_url), settings, url=worker.url + "/run", token=TOKEN)
         manager = JobManager(session, "jobkit")

@@ -40,10 +40,18 @@ class BenchCluster:
         self._installers: dict[str, Callable[[str], None]] = {"jobkit": install_jobkit}
 
     def start(self) -> BenchCluster:
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> BenchCluster:
         self.local.start()
         with self.admin() as admin:
             for key, value in self.settings.items():
-                admin.execute_with_identifiers(f"alter system set {{k}} = '{value}'", k=key)
+                items = ", ".join(f"'{v.strip()}'" for v in value.split(","))  # list settings
+                admin.execute_with_identifiers(f"alter system set {{k}} = {items}", k=key)
         self.local.stop()
         self.local.start()
         return self

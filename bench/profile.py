@@ -84,7 +84,7 @@ def main() -> None:
     ap.add_argument("--html", type=Path, default=None)
     args = ap.parse_args()
     config = DrainConfig(args.concurrency, args.batch)
-    extra = {"shared_preload_libraries": "pg_cron,pg_stat_statements", "pg_stat_statements.track": "all"}
+    extra = {"shared_preload_libraries": "pg_cron,pg_stat_statements"}
     with BenchCluster(extra=extra) as cluster, cluster.database("jobkit") as url:
         execute(url, "create extension pg_stat_statements")
         if args.backlog:
@@ -110,7 +110,7 @@ def server_side(url: str) -> None:
                                from pg_stat_statements where dbid = (select oid from pg_database
                                where datname = current_database())
                                order by total_exec_time desc limit 12""").fetchall()
-    print("server side (pg_stat_statements, top-level and nested statements):")
+    print("server side (pg_stat_statements, top-level statements):")
     for calls, total, mean, nrows, query in rows:
         print(f"  {calls:>6} calls {total / 1000:6.2f}s total {mean:7.3f} ms avg {nrows:>7} rows  {query}")
 

@@ -52,3 +52,45 @@ def test_init_then_dev_demo_as_a_new_user(tmp_path: Path) -> None:
         assert "demo ok: 13 jobs reached their expected states" in result.stdout
     finally:
         subprocess.run([*run, "db", "stop"], cwd=tmp_path, env=env, capture_output=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_jobkit_dev_live_runs_handlers_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.endswith("DB_URL") and k != "DATABASE_URL"}
+    env["JOBKIT_HOME"] = str(tmp_path / ".jobkit")
+    run = [sys.executable, "-m", "jobkit"]
+    proc = subprocess.Popen([*run, "dev"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        url = ""
+        deadline = time.monotonic() + 60
+        while not url and time.monotonic() < deadline:
+            status = subprocess.run([*run, "db", "url"], cwd=tmp_path, env=env, capture_output=True, text=True)
+            url = status.stdout.strip() if status.returncode == 0 else ""
+            time.sleep(0.5)
+        db = Database(url)
+        job_id = None
+        while job_id is None and time.monotonic() < deadline:
+            try:
+                with db.session() as s:
+                    if s.scalar("select to_regclass('jobkit.wakeups') is not null"):
+                        time.sleep(1.5)  # the worker LISTENs once deploy is done
+                        job_id = s.scalar("select jobkit.enqueue('demo.email', '{\"to\": \"x@example.com\"}')")
+            except Exception:  # noqa: BLE001 - still starting
+                time.sleep(0.5)
+        assert job_id is not None
+        with db.session() as s:
+            while s.scalar("select status from jobkit.jobs where id = %s", (job_id,)) != "completed":
+                assert time.monotonic() < deadline, "jobkit dev did not run the job"
+                time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+        assert "stopped the local database" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        subprocess.run([*run, "db", "stop"], cwd=tmp_path, env=env, capture_output=True, timeout=120)

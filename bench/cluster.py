@@ -56,6 +56,15 @@ class BenchCluster:
         self.local.start()
         return self
 
+    def reload_setting(self, key: str, value: str | None) -> None:
+        """ALTER SYSTEM SET (or RESET, for None) a reloadable setting, then reload."""
+        with self.admin() as admin:
+            if value is None:
+                admin.execute_with_identifiers("alter system reset {k}", k=key)
+            else:
+                admin.execute_with_identifiers(f"alter system set {{k}} = '{value}'", k=key)
+            admin.execute("select pg_reload_conf()")
+
     def stop(self) -> None:
         data_dir = None
         with contextlib.suppress(Exception):

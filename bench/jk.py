@@ -4,7 +4,6 @@ Drainer over PostgresBackend (one process, or several OS processes each running 
 from __future__ import annotations
 
 import asyncio
-import multiprocessing as mp
 import time
 from datetime import timedelta
 from typing import Any
@@ -17,6 +16,7 @@ from jobkit.manager import JobManager, NewJob
 
 from . import verify
 from .common import BULK_BATCH, JOB_TYPE, DrainConfig, Sample, execute
+from .procs import run as run_procs
 from .verify import Tally
 
 SYSTEM = "jobkit"
@@ -92,40 +92,22 @@ def drain(url: str, n: int, config: DrainConfig) -> Sample:
 def drain_procs(url: str, n: int, config: DrainConfig, procs: int = 2) -> Sample:
     """Fill ``n`` jobs, drain them with ``procs`` OS processes, each running a Drainer."""
     fill(url, n)
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(procs + 1)
-    results = ctx.Queue()
-    workers = [ctx.Process(target=_proc_main, args=(url, config, barrier, results)) for _ in range(procs)]
-    for w in workers:
-        w.start()
-    barrier.wait(timeout=60)  # every child has its pool open
-    start = time.monotonic()
-    outcomes = [results.get(timeout=3600) for _ in workers]
-    for w in workers:
-        w.join(timeout=60)
-    elapsed = max(o["end"] for o in outcomes) - start
-    tally = Tally()
-    for o in outcomes:
-        tally.merge(o["calls"], o["ids"])
-    per_proc = ", ".join(str(o["calls"]) for o in outcomes)
+    elapsed, tally, per_proc = run_procs("bench.jk:proc_child", url, (config,), procs)
     return Sample(n / elapsed, verify.jobkit(url, n, tally),
                   {"config": f"{procs} processes x ({config.describe()})", "jobs per process": per_proc})
 
 
-def _proc_main(url: str, config: DrainConfig, barrier: Any, results: Any) -> None:
-    async def main() -> dict[str, Any]:
-        tally = Tally()
-        backend = PostgresBackend(url, max_size=4)
-        await backend.open()
-        try:
-            drainer = Drainer(registry(tally), backend, concurrency=config.concurrency,
-                              batch_size=config.batch_size, prefetch=config.effective_prefetch)
-            barrier.wait(timeout=60)
-            await drainer.drain(JOB_TYPE, budget=timedelta(hours=1))
-            end = time.monotonic()
-            await drainer.shutdown(grace=timedelta(0))
-        finally:
-            await backend.close()
-        return {"end": end, "calls": tally.calls, "ids": [str(i) for i in tally.ids]}
-
-    results.put(asyncio.run(main()))
+async def proc_child(url: str, config: DrainConfig, *, ready: Any) -> tuple[float, int, list[str]]:
+    tally = Tally()
+    backend = PostgresBackend(url, max_size=4)
+    await backend.open()
+    try:
+        drainer = Drainer(registry(tally), backend, concurrency=config.concurrency,
+                          batch_size=config.batch_size, prefetch=config.effective_prefetch)
+        await ready()
+        await drainer.drain(JOB_TYPE, budget=timedelta(hours=1))
+        end = time.monotonic()
+        await drainer.shutdown(grace=timedelta(0))
+    finally:
+        await backend.close()
+    return end, tally.calls, [str(i) for i in tally.ids]

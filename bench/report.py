@@ -85,7 +85,7 @@ def bloat_table(results: Results) -> str:
 
 def render(results: Results, meta: dict[str, Any], command: str, notes: str) -> str:
     p = results.preset
-    when = dt.datetime.fromtimestamp(results.started, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = dt.datetime.fromtimestamp(results.started, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     settings = "\n".join(f"- **{s.name}**: {s.settings}" for s in results.systems)
     parts = [
         "# jobkit benchmarks",

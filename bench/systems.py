@@ -42,6 +42,7 @@ JOBKIT = System(
 #: Peers live in their own modules (they need the `bench` extra); key -> "module:attribute".
 PEERS = {
     "pgqueuer": "bench.pgq:SYSTEM",
+    "pgqueuer-durable": "bench.pgq:SYSTEM_DURABLE",
     "procrastinate": "bench.proc:SYSTEM",
     "raw": "bench.raw:SYSTEM",
 }

@@ -82,14 +82,7 @@ $$;
 
 create or replace function {{ api }}.due_types()
 returns setof text language sql volatile set search_path = '' as $$
-    with recursive t(type) as (
-        (select j.type from {{ s }}.jobs j where j.status = 'pending' order by j.type limit 1)
-        union all
-        select (select j.type from {{ s }}.jobs j where j.status = 'pending' and j.type > t.type
-                order by j.type limit 1)
-        from t where t.type is not null
-    )
-    select t.type from t where t.type is not null
+    select * from {{ s }}.pending_types()
 $$;
 
 create or replace function {{ api }}.worker_token()

@@ -3,28 +3,20 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from conftest import running_cluster
 from jobkit.exceptions import LocalDbError
 from jobkit.localdb import STATE_FILE, LocalCluster, find_pg_bin
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    home = tmp_path_factory.mktemp("localdb") / ".jobkit"
-    local = LocalCluster(home, fsync=False)
-    local.start()
-    data_dir = local.status().data_dir
-    try:
+    with running_cluster(tmp_path_factory.mktemp("localdb") / ".jobkit") as local:
         yield local
-    finally:
-        local.stop()
-        if not data_dir.is_relative_to(home):  # root: the cluster lived in /var/tmp/jobkit-*
-            shutil.rmtree(data_dir.parent, ignore_errors=True)
 
 
 def test_status_and_url(cluster: LocalCluster) -> None:

@@ -40,18 +40,13 @@ def list_jobs(
 def show(db: Database, settings: Settings, job_id: UUID) -> tuple[Job, list[dict[str, Any]]]:
     with db.session() as s:
         manager = JobManager(s, settings.schema)
-        job = manager.get(job_id)
-        if job is None:
-            raise ConfigError(f"no job {job_id}", hint="see `jobkit jobs list`")
-        return job, manager.attempts(job_id)
+        return _existing(manager, job_id), manager.attempts(job_id)
 
 
 def retry_one(db: Database, settings: Settings, job_id: UUID) -> None:
     with db.session() as s:
         manager = JobManager(s, settings.schema)
-        job = manager.get(job_id)
-        if job is None:
-            raise ConfigError(f"no job {job_id}", hint="see `jobkit jobs list`")
+        job = _existing(manager, job_id)
         if not manager.retry(job_id):
             raise ConfigError(
                 f"job {job_id} is {job.status.value}: only failed, dead or cancelled jobs retry"
@@ -77,11 +72,11 @@ def retry_many(db: Database, settings: Settings, ids: Iterable[UUID], progress: 
 def cancel(db: Database, settings: Settings, job_id: UUID) -> None:
     with db.session() as s:
         manager = JobManager(s, settings.schema)
-        job = manager.get(job_id)
-        if job is None:
-            raise ConfigError(f"no job {job_id}", hint="see `jobkit jobs list`")
+        job = _existing(manager, job_id)
         if not manager.cancel(job_id):
-            raise ConfigError(f"job {job_id} is {job.status.value}: only pending or processing jobs cancel")
+            raise ConfigError(
+                f"job {job_id} is {job.status.value}: only pending or processing jobs cancel"
+            )
 
 
 def purge_count(
@@ -122,3 +117,10 @@ def purge(
 def _check_purgeable(status: str) -> None:
     if status not in PURGEABLE:
         raise ConfigError(f"cannot purge {status} jobs", hint=f"purge one of: {', '.join(PURGEABLE)}")
+
+
+def _existing(manager: JobManager, job_id: UUID) -> Job:
+    job = manager.get(job_id)
+    if job is None:
+        raise ConfigError(f"no job {job_id}", hint="see `jobkit jobs list`")
+    return job

@@ -135,8 +135,22 @@ exception when others then
 end
 $$;
 
--- Every type that has pending jobs (a skip scan over jobs_due_idx), woken if any are due. The
--- cron backup calls this; it first records the outcome of earlier wake-ups.
+-- Every type that has pending jobs, by a skip scan over jobs_due_idx (one index probe per type,
+-- however many jobs are pending).
+create function {{ s }}.pending_types() returns setof text
+language sql stable set search_path = '' as $$
+    with recursive t(type) as (
+        (select j.type from {{ s }}.jobs j where j.status = 'pending' order by j.type limit 1)
+        union all
+        select (select j.type from {{ s }}.jobs j
+                where j.status = 'pending' and j.type > t.type order by j.type limit 1)
+        from t where t.type is not null
+    )
+    select t.type from t where t.type is not null
+$$;
+
+-- Wake every type with due work. The cron backup calls this; it first records the outcome of
+-- earlier wake-ups.
 create function {{ s }}.wake_all() returns int
 language plpgsql volatile security definer set search_path = '' as $$
 declare
@@ -144,16 +158,7 @@ declare
     v_calls int := 0;
 begin
     perform {{ s }}.reconcile_wakeups();
-    for v_type in
-        with recursive t(type) as (
-            (select j.type from {{ s }}.jobs j where j.status = 'pending' order by j.type limit 1)
-            union all
-            select (select j.type from {{ s }}.jobs j
-                    where j.status = 'pending' and j.type > t.type order by j.type limit 1)
-            from t where t.type is not null
-        )
-        select t.type from t where t.type is not null
-    loop
+    for v_type in select p.t from {{ s }}.pending_types() as p(t) loop
         v_calls := v_calls + {{ s }}.wake(v_type);
     end loop;
     return v_calls;

@@ -19,14 +19,7 @@ select extract(epoch from {{ s }}.token_wait(%(key)s))::float8 as seconds
 select {{ s }}.due_count(%(type)s) as due
 
 -- name: due_types
-with recursive t(type) as (
-    (select j.type from {{ s }}.jobs j where j.status = 'pending' order by j.type limit 1)
-    union all
-    select (select j.type from {{ s }}.jobs j where j.status = 'pending' and j.type > t.type
-            order by j.type limit 1)
-    from t where t.type is not null
-)
-select t.type from t where t.type is not null
+select t as type from {{ s }}.pending_types() as p(t)
 
 -- name: worker_token
 select {{ s }}.secret('worker_token') as token

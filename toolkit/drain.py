@@ -17,22 +17,20 @@ import logging
 import socket
 import traceback
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any
 from uuid import UUID
 
 from .backends import Backend
 from .context import JobContext
+from .groupcommit import GroupCommit
 from .handlers import Handler, Permanent, RateLimited, Registry, Retry
 from .jobs import Job
 from .manager import Failure
 
 log = logging.getLogger("jobkit.worker")
-T = TypeVar("T")
-R = TypeVar("R")
 UNKNOWN_LEASE = timedelta(minutes=5)
 MAX_ERROR = 8000
 
@@ -51,38 +49,6 @@ class DrainSummary:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
-
-
-class GroupCommit(Generic[T, R]):
-    """Collect items from many tasks; send everything pending in one call while none is in flight."""
-
-    def __init__(self, send: Callable[[Sequence[T]], Awaitable[R]]) -> None:
-        self._send = send
-        self._pending: list[tuple[T, asyncio.Future[R]]] = []
-        self._busy = False
-
-    async def add(self, item: T) -> R:
-        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, future))
-        if not self._busy:
-            self._busy = True
-            asyncio.create_task(self._flush())
-        return await future
-
-    async def _flush(self) -> None:
-        try:
-            while self._pending:
-                batch, self._pending = self._pending, []
-                try:
-                    result = await self._send([item for item, _ in batch])
-                except Exception as exc:  # noqa: BLE001 - handed to every waiter
-                    for _, fut in batch:
-                        fut.set_exception(exc)
-                else:
-                    for _, fut in batch:
-                        fut.set_result(result)
-        finally:
-            self._busy = False
 
 
 @dataclass

@@ -217,13 +217,6 @@ begin
         raise exception 'jobkit.pick_jobs: p_lease must be at least 1 second' using errcode = '22023';
     end if;
     return query
-    with picked as materialized (
-        select c.id from {{ s }}.jobs c
-        where c.type = p_type and c.status = 'pending' and c.scheduled_for <= now()
-        order by c.priority desc, c.scheduled_for
-        limit greatest(p_limit, 0)
-        for update skip locked
-    )
     update {{ s }}.jobs j
     set status = 'processing',
         attempts = j.attempts + 1,
@@ -231,8 +224,13 @@ begin
         lease_expires_at = now() + p_lease,
         worker_id = p_worker,
         updated_at = now()
-    from picked
-    where j.id = picked.id
+    where j.id = any (array(
+        select c.id from {{ s }}.jobs c
+        where c.type = p_type and c.status = 'pending' and c.scheduled_for <= now()
+        order by c.priority desc, c.scheduled_for
+        limit greatest(p_limit, 0)
+        for update skip locked
+    ))
     returning j.*;
 end
 $$;
@@ -254,7 +252,7 @@ language sql volatile set search_path = '' as $$
         set status = 'completed', result = i.result, completed_at = now(),
             lease_expires_at = null, updated_at = now()
         from input i
-        where j.id = i.id and j.status = 'processing' and j.attempts = i.attempt
+        where j.id = any (p_ids) and j.id = i.id and j.status = 'processing' and j.attempts = i.attempt
         returning j.id, j.attempts, j.worker_id, j.started_at
     ), history as (
         insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome)
@@ -292,7 +290,7 @@ language sql volatile set search_path = '' as $$
                                 then null else now() end,
             last_error = i.error, lease_expires_at = null, updated_at = now()
         from input i
-        where j.id = i.id and j.status = 'processing' and j.attempts = i.attempt
+        where j.id = any (p_ids) and j.id = i.id and j.status = 'processing' and j.attempts = i.attempt
         returning j.id, j.status, j.attempts, j.worker_id, j.started_at, j.last_error
     ), history as (
         insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
@@ -344,20 +342,20 @@ $$;
 -- failed. Every such job reaches a state; the seed left exhausted ones in processing forever.
 create function {{ s }}.sweep_stuck() returns table (id uuid, status text)
 language sql volatile set search_path = '' as $$
-    with expired as (
-        select j.id, (j.attempts < j.max_attempts) as again from {{ s }}.jobs j
-        where j.status = 'processing' and j.lease_expires_at < now()
-        for update skip locked
-    ), changed as (
+    with changed as (
         update {{ s }}.jobs j
-        set status = case when e.again then 'pending' else 'failed' end,
-            scheduled_for = case when e.again
+        set status = case when j.attempts < j.max_attempts then 'pending' else 'failed' end,
+            scheduled_for = case when j.attempts < j.max_attempts
                 then now() + {{ s }}.backoff(j.type, j.attempts) else j.scheduled_for end,
-            completed_at = case when e.again then null else now() end,
+            completed_at = case when j.attempts < j.max_attempts then null else now() end,
             last_error = format('lease expired at %s (worker %s)', j.lease_expires_at, j.worker_id),
             lease_expires_at = null, updated_at = now()
-        from expired e
-        where j.id = e.id and j.status = 'processing'
+        where j.id = any (array(
+            select e.id from {{ s }}.jobs e
+            where e.status = 'processing' and e.lease_expires_at < now()
+            for update skip locked
+        ))
+          and j.status = 'processing'
         returning j.id, j.status, j.attempts, j.worker_id, j.started_at, j.last_error
     ), history as (
         insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
@@ -371,7 +369,9 @@ create function {{ s }}.sweep_dead() returns bigint
 language sql volatile set search_path = '' as $$
     with moved as (
         update {{ s }}.jobs j set status = 'dead', updated_at = now()
-        where j.id in (select f.id from {{ s }}.jobs f where f.status = 'failed' for update skip locked)
+        where j.id = any (array(
+            select f.id from {{ s }}.jobs f where f.status = 'failed' for update skip locked
+        ))
           and j.status = 'failed'
         returning 1
     )
@@ -422,15 +422,17 @@ begin
         raise exception 'jobkit.prune: p_older_than must be a non-negative interval' using errcode = '22023';
     end if;
     for i in 1 .. greatest(p_max_batches, 1) loop
-        with victims as (
-            select j.id from {{ s }}.jobs j
-            where j.status in ('completed', 'dead', 'cancelled')
-              and j.completed_at < now() - p_older_than
-            order by j.completed_at
-            limit p_batch_size
-            for update skip locked
-        ), gone as (
-            delete from {{ s }}.jobs j using victims v where j.id = v.id returning j.id
+        with gone as (
+            delete from {{ s }}.jobs j
+            where j.id = any (array(
+                select v.id from {{ s }}.jobs v
+                where v.status in ('completed', 'dead', 'cancelled')
+                  and v.completed_at < now() - p_older_than
+                order by v.completed_at
+                limit p_batch_size
+                for update skip locked
+            ))
+            returning j.id
         )
         select array_agg(g.id) into v_ids from gone g;
         exit when v_ids is null;

@@ -92,17 +92,12 @@ begin
 end
 $$;
 
--- The claim itself (shared by pick_jobs and claim_jobs).
+-- The claim itself (shared by pick_jobs and claim_jobs). The ids go through an array so that the
+-- update probes the primary key whatever the planner guesses for the (parameter) LIMIT; a join
+-- planned generically as a hash join would scan the whole table on every claim.
 create function {{ s }}._claim(p_type text, p_limit int, p_worker text, p_lease interval)
 returns setof {{ s }}.jobs
 language sql volatile set search_path = '' as $$
-    with picked as materialized (
-        select c.id from {{ s }}.jobs c
-        where c.type = p_type and c.status = 'pending' and c.scheduled_for <= now()
-        order by c.priority desc, c.scheduled_for
-        limit greatest(p_limit, 0)
-        for update skip locked
-    )
     update {{ s }}.jobs j
     set status = 'processing',
         attempts = j.attempts + 1,
@@ -110,8 +105,13 @@ language sql volatile set search_path = '' as $$
         lease_expires_at = now() + p_lease,
         worker_id = p_worker,
         updated_at = now()
-    from picked
-    where j.id = picked.id
+    where j.id = any (array(
+        select c.id from {{ s }}.jobs c
+        where c.type = p_type and c.status = 'pending' and c.scheduled_for <= now()
+        order by c.priority desc, c.scheduled_for
+        limit greatest(p_limit, 0)
+        for update skip locked
+    ))
     returning j.*
 $$;
 
@@ -128,7 +128,7 @@ language sql volatile set search_path = '' as $$
     update {{ s }}.jobs j
     set lease_expires_at = greatest(j.lease_expires_at, now() + p_by), updated_at = now()
     from unnest(p_ids, p_attempts) as u(id, attempt)
-    where j.id = u.id and j.status = 'processing' and j.attempts = u.attempt
+    where j.id = any (p_ids) and j.id = u.id and j.status = 'processing' and j.attempts = u.attempt
     returning j.id
 $$;
 
@@ -140,7 +140,7 @@ language sql volatile set search_path = '' as $$
         set status = 'pending', attempts = j.attempts - 1, scheduled_for = now(),
             lease_expires_at = null, updated_at = now()
         from unnest(p_ids, p_attempts) as u(id, attempt)
-        where j.id = u.id and j.status = 'processing' and j.attempts = u.attempt
+        where j.id = any (p_ids) and j.id = u.id and j.status = 'processing' and j.attempts = u.attempt
         returning j.id, u.attempt, j.worker_id, j.started_at
     ), history as (
         insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
@@ -177,7 +177,7 @@ language sql volatile set search_path = '' as $$
             max_attempts = coalesce(i.max_attempts, j.max_attempts),
             last_error = i.error, lease_expires_at = null, updated_at = now()
         from input i
-        where j.id = i.id and j.status = 'processing' and j.attempts = i.attempt
+        where j.id = any (p_ids) and j.id = i.id and j.status = 'processing' and j.attempts = i.attempt
         returning j.id, j.status, j.attempts, j.worker_id, j.started_at, j.last_error
     ), history as (
         insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome, error)

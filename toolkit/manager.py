@@ -50,13 +50,19 @@ def enqueue_params(job: NewJob) -> dict[str, Any]:
 
 
 def enqueue_many_params(jobs: Sequence[NewJob]) -> dict[str, Any]:
+    """Payloads travel as one JSON array (one encode, no per-element array quoting); a column
+    that is all defaults travels as a single NULL."""
     return {
-        "types": [j.type for j in jobs], "payloads": [json_param(j.payload) for j in jobs],
-        "priorities": [j.priority for j in jobs], "run_ats": [j.run_at for j in jobs],
-        "delays": [j.delay for j in jobs],
-        "max_attempts": [j.max_attempts for j in jobs],
-        "idempotency_keys": [j.idempotency_key for j in jobs],
+        "types": [j.type for j in jobs], "payloads": json_param([j.payload for j in jobs]),
+        "priorities": _column([j.priority for j in jobs]), "run_ats": _column([j.run_at for j in jobs]),
+        "delays": _column([j.delay for j in jobs]),
+        "max_attempts": _column([j.max_attempts for j in jobs]),
+        "idempotency_keys": _column([j.idempotency_key for j in jobs]),
     }
+
+
+def _column(values: list[Any]) -> list[Any] | None:
+    return None if all(v is None for v in values) else values
 
 
 def complete_params(done: Sequence[Done]) -> dict[str, Any]:

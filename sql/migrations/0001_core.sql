@@ -170,6 +170,24 @@ begin
         raise exception 'jobkit.enqueue_many: job types and payloads must be non-empty and not null'
             using errcode = '22023';
     end if;
+    if p_idempotency_key is null or cardinality(array_remove(p_idempotency_key, null)) = 0 then
+        -- No keys: one plain insert, ids generated up front and returned in input order.
+        return query
+        with input as materialized (
+            select u.ord, gen_random_uuid() as new_id, u.type, u.payload,
+                   coalesce(p_priority[u.ord], 0) as priority,
+                   coalesce(p_run_at[u.ord], now()) as run_at,
+                   coalesce(p_max_attempts[u.ord], t.max_attempts, d.max_attempts) as max_attempts
+            from unnest(p_type, p_payload) with ordinality as u(type, payload, ord)
+            cross join (select x.max_attempts from {{ s }}.job_types x where x.type = '*') d
+            left join {{ s }}.job_types t on t.type = u.type
+        ), inserted as (
+            insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts)
+            select i.new_id, i.type, i.payload, i.priority, i.run_at, i.max_attempts from input i
+        )
+        select i.ord, i.new_id from input i order by i.ord;
+        return;
+    end if;
     with input as materialized (
         select u.ord, gen_random_uuid() as new_id, u.type, u.payload,
                coalesce(p_priority[u.ord], 0) as priority,
@@ -217,21 +235,24 @@ begin
         raise exception 'jobkit.pick_jobs: p_lease must be at least 1 second' using errcode = '22023';
     end if;
     return query
-    update {{ s }}.jobs j
-    set status = 'processing',
-        attempts = j.attempts + 1,
-        started_at = now(),
-        lease_expires_at = now() + p_lease,
-        worker_id = p_worker,
-        updated_at = now()
-    where j.id = any (array(
-        select c.id from {{ s }}.jobs c
-        where c.type = p_type and c.status = 'pending' and c.scheduled_for <= now()
-        order by c.priority desc, c.scheduled_for
-        limit greatest(p_limit, 0)
-        for update skip locked
-    ))
-    returning j.*;
+    with claimed as (
+        update {{ s }}.jobs j
+        set status = 'processing',
+            attempts = j.attempts + 1,
+            started_at = now(),
+            lease_expires_at = now() + p_lease,
+            worker_id = p_worker,
+            updated_at = now()
+        where j.id = any (array(
+            select c.id from {{ s }}.jobs c
+            where c.type = p_type and c.status = 'pending' and c.scheduled_for <= now()
+            order by c.priority desc, c.scheduled_for
+            limit greatest(p_limit, 0)
+            for update skip locked
+        ))
+        returning j.*
+    )
+    select * from claimed c order by c.priority desc, c.scheduled_for;
 end
 $$;
 

@@ -30,7 +30,7 @@ create table {{ s }}.secrets (
 -- One row per wake-up sent. pg_net answers asynchronously and keeps responses 6 hours only, so
 -- reconcile_wakeups() copies each outcome here: delivered (2xx), failed (other status or a
 -- connection error), timed_out (outcome unknown: pg_net timeouts can still deliver), unanswered
--- (no response row long after the timeout), notified (the NOTIFY transport, which has no answer).
+-- (no response row long after the timeout). NOTIFY wake-ups have no answer and are not recorded.
 create table {{ s }}.wakeups (
     id          bigint generated always as identity primary key,
     type        text not null,
@@ -80,7 +80,6 @@ declare
     v_batch int := ({{ s }}.setting('batch_size'))::int;
     v_cap int := greatest(coalesce(p_max_calls, ({{ s }}.setting('max_fanout'))::int), 1);
     v_backlog bigint;
-    v_calls int;
 begin
     select count(*) into v_backlog from (
         select 1 from {{ s }}.jobs j
@@ -90,14 +89,23 @@ begin
     if v_backlog = 0 then
         return 0;
     end if;
-    v_calls := least(v_cap, ceil(v_backlog::numeric / v_batch)::int);
+    return {{ s }}._send_wake(p_type, least(v_cap, ceil(v_backlog::numeric / v_batch)::int));
+end
+$$;
+
+-- Send p_calls wake-ups for a type known to have due jobs, over the configured transport.
+create function {{ s }}._send_wake(p_type text, p_calls int) returns int
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_batch int := ({{ s }}.setting('batch_size'))::int;
+begin
     if ({{ s }}.setting('transport')) #>> '{}' = 'pg_net' then
-        return {{ s }}._wake_http(p_type, v_calls, v_batch);
+        return {{ s }}._wake_http(p_type, p_calls, v_batch);
     end if;
+    -- NOTIFY has no answer to reconcile, so it is not recorded in wakeups (that would cost a row
+    -- per enqueue); it is delivered at commit, and duplicates within a transaction fold into one.
     perform pg_notify(({{ s }}.setting('channel')) #>> '{}',
-                      json_build_object('type', p_type, 'calls', v_calls, 'max_jobs', v_batch)::text);
-    insert into {{ s }}.wakeups (type, transport, outcome, checked_at)
-    values (p_type, 'notify', 'notified', now());
+                      json_build_object('type', p_type, 'calls', p_calls, 'max_jobs', v_batch)::text);
     return 1;
 end
 $$;
@@ -165,7 +173,8 @@ begin
 end
 $$;
 
--- The fast path: after each INSERT statement, wake once per type that got runnable jobs.
+-- The fast path: after each INSERT statement, wake once per type that got runnable jobs (the
+-- inserted rows are the backlog evidence: no count needed).
 create function {{ s }}.jobs_wake_on_insert() returns trigger
 language plpgsql security definer set search_path = '' as $$
 declare
@@ -176,7 +185,7 @@ begin
         where n.status = 'pending' and n.scheduled_for <= now()
     loop
         if ({{ s }}.type_settings(v_type)).wake_on_insert then
-            perform {{ s }}.wake(v_type, 1);
+            perform {{ s }}._send_wake(v_type, 1);
         end if;
     end loop;
     return null;

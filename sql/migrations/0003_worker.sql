@@ -98,21 +98,24 @@ $$;
 create function {{ s }}._claim(p_type text, p_limit int, p_worker text, p_lease interval)
 returns setof {{ s }}.jobs
 language sql volatile set search_path = '' as $$
-    update {{ s }}.jobs j
-    set status = 'processing',
-        attempts = j.attempts + 1,
-        started_at = now(),
-        lease_expires_at = now() + p_lease,
-        worker_id = p_worker,
-        updated_at = now()
-    where j.id = any (array(
-        select c.id from {{ s }}.jobs c
-        where c.type = p_type and c.status = 'pending' and c.scheduled_for <= now()
-        order by c.priority desc, c.scheduled_for
-        limit greatest(p_limit, 0)
-        for update skip locked
-    ))
-    returning j.*
+    with claimed as (
+        update {{ s }}.jobs j
+        set status = 'processing',
+            attempts = j.attempts + 1,
+            started_at = now(),
+            lease_expires_at = now() + p_lease,
+            worker_id = p_worker,
+            updated_at = now()
+        where j.id = any (array(
+            select c.id from {{ s }}.jobs c
+            where c.type = p_type and c.status = 'pending' and c.scheduled_for <= now()
+            order by c.priority desc, c.scheduled_for
+            limit greatest(p_limit, 0)
+            for update skip locked
+        ))
+        returning j.*
+    )
+    select * from claimed c order by c.priority desc, c.scheduled_for
 $$;
 
 -- pick_jobs keeps its signature and now honours the type's rate limit too.

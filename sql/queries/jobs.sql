@@ -7,9 +7,12 @@ select {{ s }}.enqueue(%(type)s, %(payload)s, %(priority)s,
                        %(max_attempts)s, %(idempotency_key)s) as id
 
 -- name: enqueue_many
+-- Payloads arrive as one JSON array; run_at wins over now() + delay, element by element.
 select ord, id from {{ s }}.enqueue_many(
-    %(types)s, %(payloads)s, %(priorities)s,
-    (select array_agg(coalesce(r, now() + coalesce(d, '0')) order by o)
+    %(types)s,
+    (select array_agg(e.v order by e.n) from jsonb_array_elements(%(payloads)s::jsonb) with ordinality as e(v, n)),
+    %(priorities)s,
+    (select array_agg(coalesce(u.r, now() + coalesce(u.d, '0')) order by u.o)
      from unnest(%(run_ats)s::timestamptz[], %(delays)s::interval[]) with ordinality as u(r, d, o)),
     %(max_attempts)s, %(idempotency_keys)s)
 order by ord

@@ -1,0 +1,54 @@
+"""The benchmark harness (bench/, `python -m bench`) still runs end to end: its smoke preset on the
+session cluster, jobkit only. Asserts that every measurement was taken and passed its exactly-once
+check; never asserts on timings."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from jobkit.connector import Database
+from jobkit.localdb import LocalCluster
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # bench/ lives next to tests/, outside the installed package
+    sys.path.insert(0, str(ROOT))
+
+from bench import jk, verify  # noqa: E402
+from bench.common import DrainConfig, Sample  # noqa: E402
+from bench.report import cell  # noqa: E402
+from bench.runner import PRESETS, Results  # noqa: E402
+from bench.smoke import run_smoke  # noqa: E402
+from bench.systems import JOBKIT  # noqa: E402
+
+
+def test_bench_smoke_exactly_once(cluster: LocalCluster) -> None:
+    lines: list[str] = []
+    results = run_smoke(cluster, echo=lines.append)
+    log = "\n".join(lines)
+    expected = {"enqueue_single", "enqueue_bulk", "drain_c1", "drain_c4", "drain_procs", "latency_p50",
+                "claim_small", "claim_large", "claim_future", "bloat_prune_on", "bloat_prune_off"}
+    measured = {metric for (system, metric) in results.samples if system == "jobkit"}
+    assert expected <= measured, log
+    failed = {k: [s.check.detail for s in v if not s.ok] for k, v in results.samples.items()
+              if any(not s.ok for s in v)}
+    assert not failed, f"{failed}\n{log}"
+    assert results.all_ok, log
+
+
+def test_bench_check_catches_a_double_completion(db_url: str) -> None:
+    """The exactly-once check is not vacuous: a job recorded complete twice fails it, and the report
+    prints FAILED instead of the figure."""
+    jk.fill(db_url, 20)
+    tally = verify.Tally()
+    asyncio.run(jk.drain_async(db_url, DrainConfig(4), tally))
+    assert verify.jobkit(db_url, 20, tally).ok
+    with Database(db_url).session() as session:
+        session.execute("insert into jobkit.job_attempts (job_id, attempt, outcome) "
+                        "select id, 1, 'completed' from jobkit.jobs limit 1")
+    check = verify.jobkit(db_url, 20, tally)
+    assert not check.ok and "job_attempts" in check.detail
+    results = Results(PRESETS["smoke"], [JOBKIT])
+    results.add("jobkit", "drain_c4", Sample(1234.0, check))
+    assert cell(results, "jobkit", "drain_c4") == "**FAILED**"

@@ -106,7 +106,9 @@ class Drainer:
                 break
             summary.claimed += len(jobs)
             for job in jobs:
-                tasks.add(self._start(job, handler, lease, summary))
+                task = self._start(job, handler, lease, summary)
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
         if tasks:
             await asyncio.wait(tasks)
         return summary
@@ -148,7 +150,7 @@ class Drainer:
         threshold = max(1, self.window // 2)
         while True:
             room = self.window - len(self._running)
-            if room >= threshold or (room > 0 and not any(not t.done() for t in tasks)):
+            if room >= threshold or (room > 0 and not tasks):
                 return room
             self._changed.clear()
             await self._changed.wait()
@@ -198,11 +200,11 @@ class Drainer:
         timeout = handler.timeout.total_seconds()
         ctx = JobContext(job, backend=self.backend, loop=loop, lease=lease, deadline=loop.time() + timeout)
         try:
-            if handler.is_async:
-                result = await asyncio.wait_for(handler.func(job.payload, ctx), timeout)
-            else:
-                call = loop.run_in_executor(self._threads, handler.func, job.payload, ctx)
-                result = await asyncio.wait_for(call, timeout)
+            async with asyncio.timeout(timeout):  # no extra task per job, unlike wait_for
+                if handler.is_async:
+                    result = await handler.func(job.payload, ctx)
+                else:
+                    result = await loop.run_in_executor(self._threads, handler.func, job.payload, ctx)
             json.dumps(result)
         except TimeoutError:
             return TimeoutError(f"handler timed out after {timeout:g}s; the attempt was abandoned")

@@ -47,8 +47,10 @@ create index jobs_claim_idx on {{ s }}.jobs (type, priority desc, scheduled_for)
     where status = 'pending';
 -- "Is there runnable work of this type?" (wake-ups, status) in one index probe.
 create index jobs_due_idx on {{ s }}.jobs (type, scheduled_for) where status = 'pending';
--- The stuck sweep reads only expired leases.
-create index jobs_lease_idx on {{ s }}.jobs (lease_expires_at) where status = 'processing';
+-- The stuck sweep reads only expired leases. (Only processing jobs have one. The predicate is on
+-- the lease, not on the status, so that fenced completions, which filter on status = 'processing',
+-- probe the primary key instead of walking this index's entries of finished jobs.)
+create index jobs_lease_idx on {{ s }}.jobs (lease_expires_at) where lease_expires_at is not null;
 -- The dead sweep and prune read only finished rows, oldest first.
 create index jobs_failed_idx on {{ s }}.jobs (completed_at) where status = 'failed';
 create index jobs_finished_idx on {{ s }}.jobs (completed_at)
@@ -266,14 +268,14 @@ $$;
 create function {{ s }}.complete_jobs(p_ids uuid[], p_attempts int[], p_results jsonb[])
 returns setof uuid
 language sql volatile set search_path = '' as $$
-    with input as (
-        select * from unnest(p_ids, p_attempts, p_results) as u(id, attempt, result)
-    ), done as (
+    -- Rows are found through the primary key (id = any) and matched to their input by position:
+    -- no join for the planner to misjudge.
+    with done as (
         update {{ s }}.jobs j
-        set status = 'completed', result = i.result, completed_at = now(),
+        set status = 'completed', result = p_results[array_position(p_ids, j.id)], completed_at = now(),
             lease_expires_at = null, updated_at = now()
-        from input i
-        where j.id = any (p_ids) and j.id = i.id and j.status = 'processing' and j.attempts = i.attempt
+        where j.id = any (p_ids) and j.status = 'processing'
+          and j.attempts = p_attempts[array_position(p_ids, j.id)]
         returning j.id, j.attempts, j.worker_id, j.started_at
     ), history as (
         insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome)

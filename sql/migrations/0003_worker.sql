@@ -130,8 +130,8 @@ create function {{ s }}.extend_leases(p_ids uuid[], p_attempts int[], p_by inter
 language sql volatile set search_path = '' as $$
     update {{ s }}.jobs j
     set lease_expires_at = greatest(j.lease_expires_at, now() + p_by), updated_at = now()
-    from unnest(p_ids, p_attempts) as u(id, attempt)
-    where j.id = any (p_ids) and j.id = u.id and j.status = 'processing' and j.attempts = u.attempt
+    where j.id = any (p_ids) and j.status = 'processing'
+      and j.attempts = p_attempts[array_position(p_ids, j.id)]
     returning j.id
 $$;
 
@@ -142,9 +142,9 @@ language sql volatile set search_path = '' as $$
         update {{ s }}.jobs j
         set status = 'pending', attempts = j.attempts - 1, scheduled_for = now(),
             lease_expires_at = null, updated_at = now()
-        from unnest(p_ids, p_attempts) as u(id, attempt)
-        where j.id = any (p_ids) and j.id = u.id and j.status = 'processing' and j.attempts = u.attempt
-        returning j.id, u.attempt, j.worker_id, j.started_at
+        where j.id = any (p_ids) and j.status = 'processing'
+          and j.attempts = p_attempts[array_position(p_ids, j.id)]
+        returning j.id, j.attempts + 1 as attempt, j.worker_id, j.started_at
     ), history as (
         insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
         select c.id, c.attempt, c.worker_id, c.started_at, 'snoozed', 'released by a stopping worker'
@@ -165,17 +165,17 @@ create function {{ s }}.fail_jobs(
 language sql volatile set search_path = '' as $$
     with input as (
         select u.id, u.attempt, u.error, p_retry_in[u.ord] as retry_in,
-               coalesce(p_permanent[u.ord], false) as permanent, p_max_attempts[u.ord] as max_attempts
+               not coalesce(p_permanent[u.ord], false) as may_retry, p_max_attempts[u.ord] as max_attempts
         from unnest(p_ids, p_attempts, p_errors) with ordinality as u(id, attempt, error, ord)
     ), changed as (
         update {{ s }}.jobs j
-        set status = case when not i.permanent and j.attempts < coalesce(i.max_attempts, j.max_attempts)
+        set status = case when i.may_retry and j.attempts < coalesce(i.max_attempts, j.max_attempts)
                           then 'pending' else 'failed' end,
-            scheduled_for = case when not i.permanent and j.attempts < coalesce(i.max_attempts, j.max_attempts)
+            scheduled_for = case when i.may_retry and j.attempts < coalesce(i.max_attempts, j.max_attempts)
                 then now() + greatest(coalesce(i.retry_in, {{ s }}.backoff(j.type, j.attempts)),
                                       interval '1 second')
                 else j.scheduled_for end,
-            completed_at = case when not i.permanent and j.attempts < coalesce(i.max_attempts, j.max_attempts)
+            completed_at = case when i.may_retry and j.attempts < coalesce(i.max_attempts, j.max_attempts)
                                 then null else now() end,
             max_attempts = coalesce(i.max_attempts, j.max_attempts),
             last_error = i.error, lease_expires_at = null, updated_at = now()

@@ -66,8 +66,17 @@ def _column(values: list[Any]) -> list[Any] | None:
 
 
 def complete_params(done: Sequence[Done]) -> dict[str, Any]:
-    return {"ids": [d[0] for d in done], "attempts": [d[1] for d in done],
-            "results": [json_param(d[2]) for d in done]}
+    """The hot path's parameters in their cheapest form: ids and attempts as one array literal
+    each, the results as one JSON array (psycopg's per-element array dumping costs about 3 us an
+    element; these cost one string join or one json.dumps)."""
+    return {**running_params([(d[0], d[1]) for d in done]),
+            "results": json_param([d[2] for d in done])}
+
+
+def running_params(running: Sequence[tuple[UUID, int]]) -> dict[str, str]:
+    """(id, attempt) pairs as two array literals; uuids and ints need no quoting."""
+    return {"ids": "{" + ",".join(str(r[0]) for r in running) + "}",
+            "attempts": "{" + ",".join(str(int(r[1])) for r in running) + "}"}
 
 
 def fail_params(failures: Sequence[Failure]) -> dict[str, Any]:

@@ -21,7 +21,11 @@ order by ord
 select * from {{ s }}.pick_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s)
 
 -- name: complete_jobs
-select * from {{ s }}.complete_jobs(%(ids)s, %(attempts)s, %(results)s) as id
+-- ids and attempts arrive as array literals, the results as one JSON array (see complete_params).
+select * from {{ s }}.complete_jobs(
+    %(ids)s::uuid[], %(attempts)s::int[],
+    (select array_agg(e.v order by e.n) from jsonb_array_elements(%(results)s::jsonb) with ordinality as e(v, n))
+) as id
 
 -- name: fail_jobs
 select id, status from {{ s }}.fail_jobs(%(ids)s, %(attempts)s, %(errors)s, %(retry_in)s, %(permanent)s,

@@ -4,10 +4,10 @@
 select * from {{ s }}.claim_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s, %(rate_key)s)
 
 -- name: extend_leases
-select * from {{ s }}.extend_leases(%(ids)s, %(attempts)s, %(by)s) as id
+select * from {{ s }}.extend_leases(%(ids)s::uuid[], %(attempts)s::int[], %(by)s) as id
 
 -- name: release_jobs
-select * from {{ s }}.release_jobs(%(ids)s, %(attempts)s) as id
+select * from {{ s }}.release_jobs(%(ids)s::uuid[], %(attempts)s::int[]) as id
 
 -- name: take_tokens
 select {{ s }}.take_tokens(%(key)s, %(want)s) as granted

@@ -13,7 +13,7 @@ from uuid import UUID
 
 from ..connector.aio import AsyncPool
 from ..jobs import Job
-from ..manager import Done, Failure, complete_params, fail_params
+from ..manager import Done, Failure, complete_params, fail_params, running_params
 from ..queries import queries
 
 
@@ -48,13 +48,11 @@ class PostgresBackend:
             self.q["snooze_job"], {"id": job_id, "attempt": attempt, "delay": delay}))
 
     async def extend(self, running: Sequence[tuple[UUID, int]], by: timedelta) -> set[UUID]:
-        rows = await self.pool.all(self.q["extend_leases"], {
-            "ids": [r[0] for r in running], "attempts": [r[1] for r in running], "by": by})
+        rows = await self.pool.all(self.q["extend_leases"], {**running_params(running), "by": by})
         return {r["id"] for r in rows}
 
     async def release(self, running: Sequence[tuple[UUID, int]]) -> set[UUID]:
-        rows = await self.pool.all(self.q["release_jobs"], {
-            "ids": [r[0] for r in running], "attempts": [r[1] for r in running]})
+        rows = await self.pool.all(self.q["release_jobs"], running_params(running))
         return {r["id"] for r in rows}
 
     async def take_tokens(self, key: str, want: int) -> int:

@@ -11,7 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import report, systems
+from . import report, systems, targets
 from .cluster import BenchCluster, machine
 from .runner import GROUPS, PRESETS, run
 
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             print()
             print(extra)
     print()
-    print(report.targets.render(results))
+    print(targets.render(results))
     if not (args.smoke or args.no_write):
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)

@@ -29,17 +29,32 @@ SERVER_SETTINGS = {
 
 
 class BenchCluster:
-    """Start with ``start()``; ``database(system)`` yields a fresh database URL."""
+    """Start with ``start()``; ``database(system)`` yields a fresh database URL. ``attach(local)``
+    borrows a running cluster instead (the tests' session cluster): its settings are left alone and
+    only the databases made here are dropped afterwards."""
 
     def __init__(self, echo: Callable[[str], None] = print, extra: dict[str, str] | None = None) -> None:
         self.echo = echo
         self.settings = {**SERVER_SETTINGS, **(extra or {})}
         self.home = Path(tempfile.mkdtemp(prefix="jobkit-bench-"))
         self.local = LocalCluster(self.home, fsync=True)
+        self.owned = True
+        self._prefix = "tpl"
         self._templates: dict[str, str] = {}
         self._installers: dict[str, Callable[[str], None]] = {"jobkit": install_jobkit}
 
+    @classmethod
+    def attach(cls, local: LocalCluster) -> BenchCluster:
+        bench = cls.__new__(cls)
+        bench.echo, bench.settings, bench.local, bench.owned = print, {}, local, False
+        bench.home = local.home
+        bench._prefix = f"tpl{uuid.uuid4().hex[:6]}"
+        bench._templates, bench._installers = {}, {"jobkit": install_jobkit}
+        return bench
+
     def start(self) -> BenchCluster:
+        if not self.owned:
+            return self
         try:
             return self._start()
         except BaseException:
@@ -57,7 +72,9 @@ class BenchCluster:
         return self
 
     def reload_setting(self, key: str, value: str | None) -> None:
-        """ALTER SYSTEM SET (or RESET, for None) a reloadable setting, then reload."""
+        """ALTER SYSTEM SET (or RESET, for None) a reloadable setting, then reload (own cluster only)."""
+        if not self.owned:
+            return
         with self.admin() as admin:
             if value is None:
                 admin.execute_with_identifiers("alter system reset {k}", k=key)
@@ -66,6 +83,11 @@ class BenchCluster:
             admin.execute("select pg_reload_conf()")
 
     def stop(self) -> None:
+        if not self.owned:
+            with self.admin() as admin:
+                for name in self._templates.values():
+                    admin.execute_with_identifiers("drop database if exists {n} with (force)", n=name)
+            return
         data_dir = None
         with contextlib.suppress(Exception):
             data_dir = self.local.status().data_dir
@@ -99,7 +121,7 @@ class BenchCluster:
 
     def template(self, system: str) -> str:
         if system not in self._templates:
-            name = f"tpl_{system.replace('-', '_')}"
+            name = f"{self._prefix}_{system.replace('-', '_')}"
             with self.admin() as admin:
                 admin.execute_with_identifiers("drop database if exists {n} with (force)", n=name)
                 admin.execute_with_identifiers("create database {n}", n=name)

@@ -66,17 +66,16 @@ def registry(tally: Tally) -> Registry:
 
 
 async def drain_async(url: str, config: DrainConfig, tally: Tally, pool_size: int = 4) -> float:
-    """Drain every due job once with one Drainer; returns the seconds it took."""
+    """Drain every due job once with one Drainer; seconds from its first handler call to its end."""
     backend = PostgresBackend(url, max_size=pool_size)
     await backend.open()
     try:
         drainer = Drainer(registry(tally), backend, concurrency=config.concurrency,
                           batch_size=config.batch_size, prefetch=config.effective_prefetch)
-        start = time.perf_counter()
         await drainer.drain(JOB_TYPE, budget=timedelta(hours=1))
-        elapsed = time.perf_counter() - start
+        end = time.monotonic()
         await drainer.shutdown(grace=timedelta(0))
-        return elapsed
+        return tally.since_first(end)
     finally:
         await backend.close()
 
@@ -97,7 +96,7 @@ def drain_procs(url: str, n: int, config: DrainConfig, procs: int = 2) -> Sample
                   {"config": f"{procs} processes x ({config.describe()})", "jobs per process": per_proc})
 
 
-async def proc_child(url: str, config: DrainConfig, *, ready: Any) -> tuple[float, int, list[str]]:
+async def proc_child(url: str, config: DrainConfig, *, ready: Any) -> dict[str, Any]:
     tally = Tally()
     backend = PostgresBackend(url, max_size=4)
     await backend.open()
@@ -110,4 +109,4 @@ async def proc_child(url: str, config: DrainConfig, *, ready: Any) -> tuple[floa
         await drainer.shutdown(grace=timedelta(0))
     finally:
         await backend.close()
-    return end, tally.calls, [str(i) for i in tally.ids]
+    return tally.export(end)

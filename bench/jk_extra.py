@@ -14,7 +14,7 @@ from jobkit.connector import Database
 from jobkit.drain import Drainer
 from jobkit.handlers import Registry
 from jobkit.listen import Listener
-from jobkit.manager import JobManager, NewJob
+from jobkit.manager import JobManager, NewJob, complete_params
 from jobkit.queries import queries
 from psycopg.rows import dict_row
 
@@ -31,7 +31,11 @@ def single_enqueuer(url: str) -> Any:
     """latency.Factory: jobkit.enqueue, one job per call, on one connection."""
     cm = Database(url).session()
     manager = JobManager(cm.__enter__(), "jobkit")
-    return (lambda payload: manager.enqueue(NewJob(JOB_TYPE, payload))), (lambda: cm.__exit__(None, None, None))
+
+    def enqueue(payload: dict[str, Any]) -> None:
+        manager.enqueue(NewJob(JOB_TYPE, payload))
+
+    return enqueue, lambda: cm.__exit__(None, None, None)
 
 
 def latency_run(url: str, rate: float, seconds: float) -> Sample:
@@ -95,9 +99,8 @@ def claim_cost(url: str, due: int, future: int = 0, claims: int = 100, limit: in
             elapsed = time.perf_counter() - start
             if k >= 5:  # the first claims warm the plan cache
                 times.append(elapsed * 1000)
-            conn.execute(q["complete_jobs"], {  # type: ignore[arg-type]
-                "ids": [r["id"] for r in rows], "attempts": [r["attempts"] for r in rows],
-                "results": [None] * len(rows)})
+            conn.execute(q["complete_jobs"],  # type: ignore[arg-type]
+                         complete_params([(r["id"], r["attempts"], None) for r in rows]))
             claimed += len(rows)
     check = verify.jobkit_claimed(url, claimed, expected=(claims + 5) * limit, pending=due + future - claimed)
     return Sample(median(times), check, {"p95_ms": percentile(times, 95), "claims": claims,

@@ -106,21 +106,21 @@ async def _managers(url: str, count: int, on_job: Any) -> tuple[list[QueueManage
 
 
 async def _drain(url: str, count: int, tally: Tally, ready: Any = None) -> float:
+    """Drain with `count` QueueManagers; returns time.monotonic() at the end."""
     managers, conns = await _managers(url, count, lambda job: tally.hit(job.id))
     if ready is not None:
         await ready()
-    start = time.perf_counter()
     await asyncio.gather(*(qm.run(batch_size=BATCH, mode=QueueExecutionMode.drain) for qm in managers))
-    elapsed = time.perf_counter() - start
+    end = time.monotonic()
     for conn in conns:
         await conn.close()
-    return elapsed
+    return end
 
 
 def drain(url: str, n: int, concurrency: int) -> Sample:
     fill(url, n)
     tally = Tally()
-    elapsed = asyncio.run(_drain(url, concurrency, tally))
+    elapsed = tally.since_first(asyncio.run(_drain(url, concurrency, tally)))
     return Sample(n / elapsed, verify.pgqueuer(url, n, tally))
 
 
@@ -130,10 +130,9 @@ def drain_procs(url: str, n: int) -> Sample:
     return Sample(n / elapsed, verify.pgqueuer(url, n, tally), {"jobs per process": per_proc})
 
 
-async def proc_child(url: str, count: int, *, ready: Any) -> tuple[float, int, list[str]]:
+async def proc_child(url: str, count: int, *, ready: Any) -> dict[str, Any]:
     tally = Tally()
-    await _drain(url, count, tally, ready)
-    return time.monotonic(), tally.calls, [str(i) for i in tally.ids]
+    return tally.export(await _drain(url, count, tally, ready))
 
 
 def single_enqueuer(url: str) -> Any:

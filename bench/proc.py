@@ -5,7 +5,6 @@ procrastinate fetches one job per round trip and finishes each with its own call
 from __future__ import annotations
 
 import asyncio
-
 import logging
 import time
 from typing import Any
@@ -82,20 +81,20 @@ def fill(url: str, n: int) -> None:
 
 
 async def _drain(url: str, concurrency: int, tally: Tally, ready: Any = None) -> float:
+    """Drain with one worker; returns time.monotonic() at the end."""
     app, _ = make_app(url, lambda job, _kw: tally.hit(job.id), pool_size=concurrency + 2)
     async with app.open_async():
         if ready is not None:
             await ready()
-        start = time.perf_counter()
         await app.run_worker_async(queues=[QUEUE], concurrency=concurrency, wait=False,
                                    install_signal_handlers=False)
-        return time.perf_counter() - start
+        return time.monotonic()
 
 
 def drain(url: str, n: int, concurrency: int) -> Sample:
     fill(url, n)
     tally = Tally()
-    elapsed = asyncio.run(_drain(url, concurrency, tally))
+    elapsed = tally.since_first(asyncio.run(_drain(url, concurrency, tally)))
     return Sample(n / elapsed, verify.procrastinate(url, n, tally))
 
 
@@ -105,10 +104,9 @@ def drain_procs(url: str, n: int) -> Sample:
     return Sample(n / elapsed, verify.procrastinate(url, n, tally), {"jobs per process": per_proc})
 
 
-async def proc_child(url: str, concurrency: int, *, ready: Any) -> tuple[float, int, list[str]]:
+async def proc_child(url: str, concurrency: int, *, ready: Any) -> dict[str, Any]:
     tally = Tally()
-    await _drain(url, concurrency, tally, ready)
-    return time.monotonic(), tally.calls, [str(i) for i in tally.ids]
+    return tally.export(await _drain(url, concurrency, tally, ready))
 
 
 def single_enqueuer(url: str) -> Any:

@@ -1,20 +1,19 @@
 """Several OS processes draining one queue: each child sets up its worker, waits at a barrier, then
-drains; the time runs from the barrier's release to the last child's end."""
+drains; the time runs from the first handler call in any child to the last child's end."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib
 import multiprocessing as mp
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .verify import Tally
 
-#: A child: ``async def child(url, *args, ready=callable) -> (end, calls, ids)``; it awaits
-#: ``ready()`` once set up, just before draining, and returns time.monotonic() at its drain's end.
-Child = Callable[..., Awaitable[tuple[float, int, list[str]]]]
+#: A child: ``async def child(url, *args, ready=callable) -> Tally.export(end)``; it awaits
+#: ``ready()`` once set up, just before draining; ``end`` is time.monotonic() at its drain's end.
+Child = Callable[..., Awaitable[dict[str, Any]]]
 
 
 def run(child: str, url: str, args: tuple[Any, ...], procs: int) -> tuple[float, Tally, list[int]]:
@@ -28,7 +27,6 @@ def run(child: str, url: str, args: tuple[Any, ...], procs: int) -> tuple[float,
         w.start()
     try:
         barrier.wait(timeout=120)
-        start = time.monotonic()
         outcomes = [results.get(timeout=3600) for _ in workers]
     finally:
         for w in workers:
@@ -40,8 +38,8 @@ def run(child: str, url: str, args: tuple[Any, ...], procs: int) -> tuple[float,
         raise RuntimeError(f"a drain process failed: {errors[0]}")
     tally = Tally()
     for o in outcomes:
-        tally.merge(o["calls"], o["ids"])
-    return max(o["end"] for o in outcomes) - start, tally, [o["calls"] for o in outcomes]
+        tally.merge(o["calls"], o["ids"], o["first"])
+    return tally.since_first(max(o["end"] for o in outcomes)), tally, [o["calls"] for o in outcomes]
 
 
 def _main(child: str, url: str, args: tuple[Any, ...], barrier: Any, results: Any) -> None:
@@ -52,8 +50,7 @@ def _main(child: str, url: str, args: tuple[Any, ...], barrier: Any, results: An
         await asyncio.to_thread(barrier.wait, 120)
 
     try:
-        end, calls, ids = asyncio.run(fn(url, *args, ready=ready))
-        results.put({"end": end, "calls": calls, "ids": ids})
+        results.put(asyncio.run(fn(url, *args, ready=ready)))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         barrier.abort()
         results.put({"error": f"{type(exc).__name__}: {exc}"})

@@ -17,7 +17,7 @@ from typing import Any
 
 from . import jk
 from .cluster import BenchCluster
-from .common import DrainConfig, execute
+from .common import JOB_TYPE, DrainConfig, execute
 from .verify import Tally, jobkit
 
 
@@ -58,7 +58,7 @@ async def _drain(url: str, config: DrainConfig, tally: Tally, html: Path | None)
     profiler = Profiler(interval=0.0005, async_mode="enabled")
     start = time.perf_counter()
     profiler.start()
-    await drainer.drain(jk.JOB_TYPE)
+    await drainer.drain(JOB_TYPE)
     profiler.stop()
     elapsed = time.perf_counter() - start
     await drainer.shutdown()
@@ -88,8 +88,8 @@ def main() -> None:
     with BenchCluster(extra=extra) as cluster, cluster.database("jobkit") as url:
         execute(url, "create extension pg_stat_statements")
         if args.backlog:
-            execute(url, "insert into jobkit.jobs (type, payload, status, attempts, completed_at) "
-                         f"select 'old', '{{}}', 'completed', 1, now() from generate_series(1, {args.backlog})",
+            execute(url, "insert into jobkit.jobs (type, payload, status, attempts, completed_at) select "
+                         f"'old', '{{}}', 'completed', 1, now() from generate_series(1, {args.backlog})",
                     "vacuum analyze jobkit.jobs")
         jk.fill(url, args.jobs)
         execute(url, "select pg_stat_statements_reset()")

@@ -11,13 +11,63 @@ from . import targets
 from .runner import Results
 from .systems import PROC_CONCURRENCY, PROCS
 
+METHOD = """\
+- **Cluster**: `python -m bench` starts its own PostgreSQL with jobkit's `LocalCluster` (fsync on,
+  synchronous_commit on) in a temp dir, applies the settings listed above to every system alike,
+  and removes it afterwards. Every measurement gets a fresh database copied from a per-system
+  template (jobkit deployed with `deploy(..., DeployOptions(schedules=False))`; PgQueuer installed
+  with `Queries.install()` + `optimize_autovacuum()`; procrastinate with `apply_schema_async()`).
+- **Order**: measurements are interleaved (each measurement runs for every system before the next
+  one starts) and the system order rotates every repeat; cells are medians over the repeats. The
+  bloat measurement runs once.
+- **Enqueue**: single = one job per statement (one commit each) in a loop on one connection;
+  bulk = batches of 1,000 per statement. Timed client-side around the loop.
+- **Drain**: N jobs are bulk-enqueued first and `ANALYZE`d; timed from the first handler call to the
+  moment the drain returns with every completion committed (worker start-up: connections, schema
+  checks, LISTEN, excluded for every system). The raw ceiling uses pgbench's own duration
+  (transactions / tps, excluding connection time). "2 processes" = two OS processes
+  (multiprocessing, spawn) started together behind a barrier.
+- **Latency**: a separate process enqueues one job per statement at a fixed rate; the payload holds
+  `time.time()` taken just before the enqueue call; the handler records `time.time() - t` when it
+  starts. So it includes the enqueue's own commit (WAL flush), the NOTIFY, the wake-up and the claim.
+- **Claim cost**: the worker's own named query (`claim_jobs`, prepared) on one connection, 5
+  warm-up claims then the timed ones; each claimed batch is completed (untimed) like a worker does.
+  The backlog is inserted with one `INSERT ... SELECT` (rows as `enqueue_many` makes them), then
+  `VACUUM ANALYZE`.
+- **Bloat**: jobs go through in waves (bulk enqueue, then a Drainer at concurrency 16); with prune
+  on, the prune schedule's own command (`jobkit.prune`, `jobkit.prune_wakeups`) runs after every
+  wave with a zero retention (every finished job is past retention). To compress hours of traffic
+  into minutes, autovacuum_naptime is 5 s during this measurement only.
+- **Exactly-once**: after every run: every job completed exactly once (jobkit: completed == N, N
+  `job_attempts` rows with outcome completed for N distinct jobs, none pending/processing/failed,
+  every `attempts` = 1; PgQueuer: queue empty, N `successful` log rows for N distinct jobs;
+  procrastinate: N `succeeded` jobs with attempts = 1 and N `started` events; raw: N rows
+  completed with attempts = 1) and the handlers ran N times for N distinct ids. A measurement that
+  fails its check is shown as **FAILED** instead of a figure.
+- **Noise**: the machine has 2 cores shared with other work (see the load averages); a quick run
+  (1 repeat, small N) moves by 10-30% between runs. Prefer the full run's medians.
+"""
+
+COMMANDS = """\
+```sh
+pip install -e '.[dev,bench]'        # the peers, matplotlib and the profilers live in the bench extra
+python -m bench                      # full: 3 repeats, N = 20,000 (about 25 minutes)
+python -m bench --quick              # 1 repeat, smaller N (about 2-3 minutes)
+python -m bench --quick --only jobkit --groups drain,claim   # a subset
+python -m bench --smoke              # tiny N, jobkit only, writes nothing (< 20 s)
+pytest tests/test_bench_smoke.py     # the smoke run as a test (exactly-once only, no timings)
+python -m bench.profile --jobs 20000 --concurrency 16   # where a drain's time goes (pyinstrument)
+```
+"""
+
 NOTES_START, NOTES_END = "<!-- notes:start -->", "<!-- notes:end -->"
 DEFAULT_NOTES = "(Hand-written notes: profiling findings and analysis. Kept when the file is regenerated.)"
 
 
 def rows(results: Results) -> list[tuple[str, str]]:
     p = results.preset
-    drains = [(f"drain_c{c}", f"Drain {p.n_drain:,} no-op jobs, concurrency {c} (jobs/s)") for c in p.concurrency]
+    drains = [(f"drain_c{c}", f"Drain {p.n_drain:,} no-op jobs, concurrency {c} (jobs/s)")
+              for c in p.concurrency]
     return [
         ("enqueue_single", f"Enqueue, one job per statement, {p.n_single:,} in a loop (jobs/s)"),
         ("enqueue_bulk", f"Enqueue, bulk 1,000 per statement, {p.n_bulk:,} jobs (jobs/s)"),
@@ -98,6 +148,9 @@ def render(results: Results, meta: dict[str, Any], command: str, notes: str) -> 
         *(f"- {k}: {v}" for k, v in meta.items()),
         f"- load average (1/5/15 min): {'; '.join(results.load)}",
         "",
+        "## Commands",
+        "",
+        COMMANDS,
         "## Results",
         "",
         main_table(results),
@@ -114,6 +167,9 @@ def render(results: Results, meta: dict[str, Any], command: str, notes: str) -> 
         "",
         settings,
         "",
+        "## Method",
+        "",
+        METHOD,
         "## Notes",
         "",
         NOTES_START,
@@ -144,17 +200,17 @@ def plot(results: Results, path: Path) -> bool:
     p = results.preset
     labels = [str(c) for c in p.concurrency] + [f"{PROCS} procs x {PROC_CONCURRENCY}"]
     metrics = [f"drain_c{c}" for c in p.concurrency] + ["drain_procs"]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(10, 4.8))
     for s in results.systems:
         ys = [results.value(s.key, m) for m in metrics]
         if any(y is not None for y in ys):
             ax.plot(labels, [y if y is not None else float("nan") for y in ys], marker="o", label=s.name)
     ax.set_xlabel("concurrency (handlers in flight per worker)")
     ax.set_ylabel("jobs/s (median)")
-    ax.set_title(f"Drain {p.n_drain:,} no-op jobs, PostgreSQL on one 2-core machine ({p.name} preset)")
+    ax.set_title(f"Drain {p.n_drain:,} no-op jobs, one PostgreSQL 15 ({p.name} preset, medians)")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -41,8 +41,8 @@ class Preset:
 PRESETS = {
     "full": Preset("full", 3, 2_000, 20_000, 20_000, (1, 4, 16), 50, 20, 10_000, 1_000_000, 200_000,
                    100, 500_000, 10_000),
-    "quick": Preset("quick", 1, 500, 5_000, 3_000, (1, 4, 16), 50, 5, 10_000, 300_000, 200_000,
-                    50, 40_000, 10_000),
+    "quick": Preset("quick", 1, 500, 5_000, 5_000, (1, 4, 16), 50, 5, 10_000, 300_000, 200_000,
+                    50, 60_000, 10_000),
     "smoke": Preset("smoke", 1, 50, 200, 200, (1, 4), 50, 1, 1_000, 3_000, 2_000, 10, 600, 200),
 }
 
@@ -81,6 +81,26 @@ def _loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+Call = Callable[[Callable[..., Sample], str], Sample]
+
+
+def _plan(p: Preset, groups: tuple[str, ...]) -> list[tuple[str, str, Call]]:
+    """(System attribute[:metric], label, how to call it), in run order, for the per-system groups."""
+    plan: list[tuple[str, str, Call]] = []
+    if "enqueue" in groups:
+        plan += [("enqueue_single", "enqueue single (jobs/s)", lambda fn, u: fn(u, p.n_single)),
+                 ("enqueue_bulk", "enqueue bulk (jobs/s)", lambda fn, u: fn(u, p.n_bulk))]
+    if "drain" in groups:
+        plan += [(f"drain:drain_c{c}", f"drain c={c} (jobs/s)", lambda fn, u, c=c: fn(u, p.n_drain, c))
+                 for c in p.concurrency]
+        plan.append(("drain_procs", f"drain {PROCS}x c={PROC_CONCURRENCY} (jobs/s)",
+                     lambda fn, u: fn(u, p.n_drain)))
+    if "latency" in groups:
+        plan.append(("latency:latency_p50", f"latency p50 @{p.latency_rate:g}/s (ms)",
+                     lambda fn, u: fn(u, p.latency_rate, p.latency_seconds)))
+    return plan
+
+
 def run(cluster: BenchCluster, preset: Preset, systems: list[System], groups: tuple[str, ...],
         echo: Echo = print) -> Results:
     for s in systems:
@@ -103,50 +123,32 @@ def run(cluster: BenchCluster, preset: Preset, systems: list[System], groups: tu
         return sample
 
     p = preset
+    jobkit = next((s for s in systems if s.key == "jobkit"), None)
     for r in range(p.repeats):
         order = systems[r % len(systems):] + systems[:r % len(systems)]
         echo(f"repeat {r + 1}/{p.repeats} (order: {', '.join(s.name for s in order)}; load {_loadavg()})")
-        if "enqueue" in groups:
+        for metric, label, call in _plan(p, groups):
             for s in order:
-                if s.enqueue_single:
-                    fn = s.enqueue_single
-                    measure(s, "enqueue_single", lambda u, fn=fn: fn(u, p.n_single), "enqueue single (jobs/s)")
-            for s in order:
-                if s.enqueue_bulk:
-                    fn = s.enqueue_bulk
-                    measure(s, "enqueue_bulk", lambda u, fn=fn: fn(u, p.n_bulk), "enqueue bulk (jobs/s)")
-        if "drain" in groups:
-            for c in p.concurrency:
-                for s in order:
-                    if s.drain:
-                        fn = s.drain
-                        measure(s, f"drain_c{c}", lambda u, fn=fn, c=c: fn(u, p.n_drain, c), f"drain c={c} (jobs/s)")
-            for s in order:
-                if s.drain_procs:
-                    fn = s.drain_procs
-                    measure(s, "drain_procs", lambda u, fn=fn: fn(u, p.n_drain),
-                            f"drain {PROCS}x c={PROC_CONCURRENCY} (jobs/s)")
-        if "latency" in groups:
-            for s in order:
-                if s.latency:
-                    fn = s.latency
-                    sample = measure(s, "latency_p50", lambda u, fn=fn: fn(u, p.latency_rate, p.latency_seconds),
-                                     f"latency p50 @{p.latency_rate:g}/s (ms)")
+                fn = getattr(s, metric.split(":")[0])
+                if fn is None:
+                    continue
+                key = metric.split(":")[1] if ":" in metric else metric
+                sample = measure(s, key, lambda u, fn=fn, call=call: call(fn, u), label)
+                if key == "latency_p50":
                     results.add(s.key, "latency_p99", Sample(sample.extra.get("p99_ms"), sample.check))
-        if "claim" in groups and any(s.key == "jobkit" for s in systems):
-            jobkit = next(s for s in systems if s.key == "jobkit")
+        if "claim" in groups and jobkit:
             for metric, due, future in (("claim_small", p.claim_small, 0), ("claim_large", p.claim_large, 0),
                                         ("claim_future", p.claim_small, p.claim_future)):
                 measure(jobkit, metric, lambda u, d=due, f=future: jk_extra.claim_cost(u, d, f, p.claims),
                         f"claim 50: {due:,} due + {future:,} future (ms)")
-        if "bloat" in groups and r == 0 and any(s.key == "jobkit" for s in systems):
-            jobkit = next(s for s in systems if s.key == "jobkit")
+        if "bloat" in groups and r == 0 and jobkit:
             # Time compression: minutes stand for hours of traffic, so autovacuum wakes every
             # BLOAT_NAPTIME instead of every minute while these run (prune runs after every wave).
             cluster.reload_setting("autovacuum_naptime", BLOAT_NAPTIME)
             try:
                 for metric, prune in (("bloat_prune_on", True), ("bloat_prune_off", False)):
-                    measure(jobkit, metric, lambda u, pr=prune: jk_extra.bloat(u, p.bloat_jobs, p.bloat_wave, pr),
+                    measure(jobkit, metric,
+                            lambda u, pr=prune: jk_extra.bloat(u, p.bloat_jobs, p.bloat_wave, pr),
                             f"{p.bloat_jobs:,} jobs, prune {'on' if prune else 'off'} (MB)")
             finally:
                 cluster.reload_setting("autovacuum_naptime", None)

@@ -15,7 +15,8 @@ LABELS = {"drain_c1": "c=1", "drain_c4": "c=4", "drain_c16": "c=16", "drain_proc
 
 def best_drain(results: Results, *systems: str) -> tuple[float | None, str]:
     """The best drain median over ``systems`` and their configurations, and which it was."""
-    found = [(v, f"{s} {LABELS[m]}") for s in systems for m in DRAINS if (v := results.value(s, m)) is not None]
+    found = [(v, f"{s} {LABELS[m]}") for s in systems for m in DRAINS
+             if (v := results.value(s, m)) is not None]
     return max(found) if found else (None, "")
 
 
@@ -43,15 +44,16 @@ def evaluate(results: Results) -> list[tuple[str, str, str]]:
         jk >= 0.4 * raw if jk and raw else None)
     jb, pb = v("jobkit", "enqueue_bulk"), best(results, "enqueue_bulk", PGQUEUER)
     row("Bulk enqueue >= 2x PgQueuer's bulk",
-        f"{jb:,.0f}/s vs {pb:,.0f}/s: {jb / pb:.2f}x" if jb and pb else "—", jb >= 2 * pb if jb and pb else None)
+        f"{jb:,.0f}/s vs {pb:,.0f}/s: {jb / pb:.2f}x" if jb and pb else "—",
+        jb >= 2 * pb if jb and pb else None)
     for q in ("p50", "p99"):
         mine = v("jobkit", f"latency_{q}")
         peers = {p: x for p in LISTEN_NOTIFY_PEERS if (x := v(p, f"latency_{q}")) is not None}
-        best = min(peers.values()) if peers else None
+        lowest = min(peers.values()) if peers else None
         shown = ", ".join(f"{p} {x:.1f} ms" for p, x in peers.items())
         row(f"Latency {q} no worse than the LISTEN/NOTIFY peers",
             f"jobkit {mine:.1f} ms vs {shown}" if mine is not None and peers else "—",
-            mine <= best if mine is not None and best is not None else None)
+            mine <= lowest if mine is not None and lowest is not None else None)
     small, large, fut = v("jobkit", "claim_small"), v("jobkit", "claim_large"), v("jobkit", "claim_future")
     p = results.preset
     row(f"Claim cost at {p.claim_large:,} / {p.claim_small:,} pending <= 1.3x",

@@ -4,6 +4,7 @@ reported as FAILED instead of a figure."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,14 +19,29 @@ class Tally:
 
     calls: int = 0
     ids: set[Any] = field(default_factory=set)
+    first: float | None = None  # time.monotonic() of the first call
 
     def hit(self, job_id: Any) -> None:
+        if self.first is None:
+            self.first = time.monotonic()
         self.calls += 1
         self.ids.add(job_id)
 
-    def merge(self, calls: int, ids: Iterable[Any]) -> None:
+    def since_first(self, end: float) -> float:
+        """Seconds from the first handler call to ``end`` (a time.monotonic() reading)."""
+        if self.first is None:
+            raise RuntimeError("no job was handled")
+        return end - self.first
+
+    def export(self, end: float) -> dict[str, Any]:
+        """For a drain process to hand to its parent."""
+        return {"first": self.first, "end": end, "calls": self.calls, "ids": [str(i) for i in self.ids]}
+
+    def merge(self, calls: int, ids: Iterable[Any], first: float | None = None) -> None:
         self.calls += calls
         self.ids.update(ids)
+        if first is not None and (self.first is None or first < self.first):
+            self.first = first
 
 
 @dataclass(frozen=True)
@@ -102,7 +118,8 @@ def pgqueuer(url: str, n: int, tally: Tally | None = None) -> Check:
     queue = _one(url, "select count(*) as left from pgqueuer")
     log = _one(url, """select count(*) filter (where status = 'successful') as ok,
         count(distinct job_id) filter (where status = 'successful') as distinct_jobs,
-        count(*) filter (where status not in ('successful', 'queued', 'picked')) as other from pgqueuer_log""")
+        count(*) filter (where status not in ('successful', 'queued', 'picked')) as other
+        from pgqueuer_log""")
     problems = []
     if queue["left"]:
         problems.append(f"{queue['left']} jobs left in the queue")
@@ -114,8 +131,10 @@ def pgqueuer(url: str, n: int, tally: Tally | None = None) -> Check:
 
 
 def pgqueuer_enqueued(url: str, n: int) -> Check:
-    row = _one(url, "select count(*) as total, count(*) filter (where status = 'queued') as queued from pgqueuer")
-    return Check(row["total"] == row["queued"] == n, f"{row['total']} rows ({row['queued']} queued), expected {n}")
+    row = _one(url, "select count(*) as total, count(*) filter (where status = 'queued') as queued "
+                    "from pgqueuer")
+    return Check(row["total"] == row["queued"] == n,
+                 f"{row['total']} rows ({row['queued']} queued), expected {n}")
 
 
 def procrastinate(url: str, n: int, tally: Tally | None = None) -> Check:
@@ -126,7 +145,8 @@ def procrastinate(url: str, n: int, tally: Tally | None = None) -> Check:
                         "where type = 'started'")
     problems = []
     if jobs["ok"] != n or jobs["other"] or jobs["retried"]:
-        problems.append(f"{jobs['ok']} succeeded, {jobs['other']} other, {jobs['retried']} retried, expected {n}")
+        problems.append(f"{jobs['ok']} succeeded, {jobs['other']} other, {jobs['retried']} retried, "
+                        f"expected {n}")
     if started["n"] != n or started["jobs"] != n:
         problems.append(f"{started['n']} 'started' events for {started['jobs']} jobs, expected {n}")
     _tally(tally, n, problems)

@@ -33,8 +33,15 @@ class JobContext:
         self._lease = lease
         self._deadline = deadline  # loop.time() after which the attempt is abandoned
         self.lost = False  # set when a heartbeat finds the job no longer ours
-        self.logger = logging.LoggerAdapter(log, {"job_id": str(job.id), "job_type": job.type,
-                                                  "attempt": job.attempts})
+        self._logger: logging.LoggerAdapter[logging.Logger] | None = None
+
+    @property
+    def logger(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger whose records carry job_id, job_type and attempt."""
+        if self._logger is None:
+            self._logger = logging.LoggerAdapter(
+                log, {"job_id": str(self.job.id), "job_type": self.job.type, "attempt": self.job.attempts})
+        return self._logger
 
     @property
     def id(self) -> UUID:

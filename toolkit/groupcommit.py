@@ -18,14 +18,19 @@ class GroupCommit(Generic[T, R]):
         self._send = send
         self._pending: list[tuple[T, asyncio.Future[R]]] = []
         self._busy = False
+        self._task: asyncio.Task[None] | None = None  # the flush in progress (kept referenced)
 
     async def add(self, item: T) -> R:
+        return await self.submit(item)
+
+    def submit(self, item: T) -> asyncio.Future[R]:
+        """Queue ``item`` without waiting; the future resolves when its statement returns."""
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._pending.append((item, future))
         if not self._busy:
             self._busy = True
-            asyncio.create_task(self._flush())
-        return await future
+            self._task = asyncio.create_task(self._flush())
+        return future
 
     async def _flush(self) -> None:
         try:

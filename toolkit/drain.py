@@ -16,7 +16,6 @@ import functools
 import json
 import logging
 import socket
-import traceback
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -29,29 +28,14 @@ from uuid import UUID
 from .backends import Backend
 from .context import JobContext
 from .groupcommit import GroupCommit
-from .handlers import Handler, Permanent, RateLimited, Registry, Retry
+from .handlers import Handler, Permanent, RateLimited, Registry
 from .jobs import Job
 from .manager import Failure
+from .outcomes import DrainSummary, Result, failure
 
 log = logging.getLogger("jobkit.worker")
 UNKNOWN_LEASE = timedelta(minutes=5)
 MAX_ERROR = 8000
-
-
-@dataclass
-class DrainSummary:
-    """What one drain did."""
-
-    type: str
-    claimed: int = 0
-    completed: int = 0
-    failed: int = 0
-    snoozed: int = 0
-    released: int = 0
-    lost: int = 0  # fenced out: the attempt no longer held the job when it finished
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -279,12 +263,12 @@ class Drainer:
             return exc
         except Exception as exc:  # noqa: BLE001 - every handler error is recorded
             return exc
-        return _Result(result)
+        return Result(result)
 
     def _record(self, d: _Drain, job: Job, outcome: Any) -> None:
         """Hand the outcome to its group commit; the job leaves the window when it returns."""
         summary = d.summary
-        if isinstance(outcome, _Result):
+        if isinstance(outcome, Result):
             future: asyncio.Future[Any] = self._completer.submit((job.id, job.attempts, outcome.value))
 
             def done(accepted: set[UUID]) -> None:
@@ -297,7 +281,7 @@ class Drainer:
                 summary.snoozed += snoozed
                 summary.lost += not snoozed
         else:
-            future = self._failer.submit(_failure(job, d.handler, outcome))
+            future = self._failer.submit(failure(job, d.handler, outcome))
 
             def done(statuses: dict[UUID, str]) -> None:  # type: ignore[misc]
                 summary.failed += job.id in statuses
@@ -338,27 +322,3 @@ class Drainer:
                     continue
                 for r in group:
                     r.extended_at = now
-
-
-@dataclass(frozen=True)
-class _Result:
-    value: Any
-
-
-def _failure(job: Job, handler: Handler | None, error: BaseException) -> Failure:
-    text = _error_text(error)
-    max_attempts = handler.max_attempts if handler else None
-    if isinstance(error, Permanent):
-        return Failure(job.id, job.attempts, text, permanent=True, max_attempts=max_attempts)
-    retry_in = (
-        error.after if isinstance(error, Retry) else (handler.retry_delay(job.attempts) if handler else None)
-    )
-    return Failure(job.id, job.attempts, text, retry_in=retry_in, max_attempts=max_attempts)
-
-
-def _error_text(error: BaseException) -> str:
-    if error.__traceback__ is None:
-        text = f"{type(error).__name__}: {error}"
-    else:
-        text = "".join(traceback.format_exception(error))
-    return text if len(text) <= MAX_ERROR else text[: MAX_ERROR // 2] + "\n...\n" + text[-MAX_ERROR // 2 :]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from . import report, systems, targets
-from .cluster import BenchCluster, machine
+from .cluster import BenchCluster, code_fingerprint, machine
 from .runner import GROUPS, PRESETS, run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,11 +47,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     groups = tuple(args.groups.split(",")) if args.groups else GROUPS
     chosen = systems.load(keys, print)
+    before = code_fingerprint()
     with BenchCluster() as cluster:
         meta = {"PostgreSQL": f"{cluster.server_version()} (jobkit LocalCluster; {cluster.settings_line()})",
                 **machine()}
         print(f"PostgreSQL {meta['PostgreSQL']}")
         results = run(cluster, preset, chosen, groups)
+    if code_fingerprint() != before:
+        warning = ("WARNING: jobkit's code (toolkit/ or sql/) changed during this run; the figures may mix "
+                   "versions. Run it again.")
+        print(warning, file=sys.stderr)
+        meta["code"] = f"**{warning}**"
+    else:
+        meta["code"] = f"toolkit/ + sql/ fingerprint {before}, unchanged during the run"
     command = "python -m bench " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     text = report.render(results, meta, command.strip(), report.existing_notes(args.out))
     print()

@@ -168,6 +168,19 @@ def pkg_version(name: str) -> str:
         return "not installed"
 
 
+def code_fingerprint() -> str:
+    """A hash of jobkit's code (toolkit/ and sql/): workers spawned mid-run import it afresh, so a
+    change during a run would mix versions in the figures."""
+    import hashlib
+
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted([*root.glob("toolkit/**/*.py"), *root.glob("sql/**/*.sql")]):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def machine() -> dict[str, str]:
     """What the figures were measured on."""
     cpu = "unknown CPU"
@@ -183,13 +196,19 @@ def machine() -> dict[str, str]:
     debian = ""
     with contextlib.suppress(OSError):
         debian = " (Debian " + Path("/etc/debian_version").read_text().strip() + ")"
+    root = Path(__file__).resolve().parents[1]
+    git = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h %s"],
+                         capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "toolkit", "sql"],
+                           capture_output=True, text=True).stdout.strip()
+    commit = (git[:90] or "unknown") + (" (+ uncommitted changes in toolkit/ or sql/)" if dirty else "")
     pgbench = find_pg_bin() / "pgbench"
     pgbench_v = subprocess.run([str(pgbench), "--version"], capture_output=True, text=True).stdout.strip()
     return {
         "cpu": f"{cpu}, {os.cpu_count()} cores", "memory": mem,
         "os": f"{platform.system()} {platform.release()}{debian}",
         "python": platform.python_version(), "pgbench": pgbench_v,
-        "jobkit": pkg_version("jobkit"), "psycopg": pkg_version("psycopg"),
+        "jobkit": f"{pkg_version('jobkit')}, commit {commit}", "psycopg": pkg_version("psycopg"),
         "pgqueuer": pkg_version("pgqueuer"), "asyncpg": pkg_version("asyncpg"),
         "procrastinate": pkg_version("procrastinate"),
     }

@@ -88,11 +88,17 @@ insert into {{ s }}.job_types values ('*', 3, '5 minutes', '30 seconds', 4, '1 h
 
 -- The settings of one type: its own row, else the defaults row.
 create function {{ s }}.type_settings(p_type text) returns {{ s }}.job_types
-language sql stable set search_path = '' as $$
-    select t.* from {{ s }}.job_types t
+language plpgsql stable set search_path = '' as $$
+declare
+    v_row {{ s }}.job_types;
+begin
+    -- plpgsql, not sql: its plan is cached per session (a sql function is planned on every call).
+    select t.* into v_row from {{ s }}.job_types t
     where t.type in (p_type, '*')
     order by t.type = '*'
-    limit 1
+    limit 1;
+    return v_row;
+end
 $$;
 
 -- Retry delay for an attempt that just failed: base * factor^(attempt-1), capped, ± jitter, >= 1 s.
@@ -267,7 +273,9 @@ $$;
 -- Finish many claimed jobs; returns the ids whose completion was accepted (fenced on attempt).
 create function {{ s }}.complete_jobs(p_ids uuid[], p_attempts int[], p_results jsonb[])
 returns setof uuid
-language sql volatile set search_path = '' as $$
+language plpgsql volatile set search_path = '' as $$
+begin
+    return query
     -- Rows are found through the primary key (id = any) and matched to their input by position:
     -- no join for the planner to misjudge.
     with done as (
@@ -281,7 +289,8 @@ language sql volatile set search_path = '' as $$
         insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome)
         select d.id, d.attempts, d.worker_id, d.started_at, 'completed' from done d
     )
-    select d.id from done d
+    select d.id from done d;
+end
 $$;
 
 create function {{ s }}.complete_job(p_id uuid, p_attempt int, p_result jsonb) returns boolean

@@ -97,7 +97,9 @@ $$;
 -- planned generically as a hash join would scan the whole table on every claim.
 create function {{ s }}._claim(p_type text, p_limit int, p_worker text, p_lease interval)
 returns setof {{ s }}.jobs
-language sql volatile set search_path = '' as $$
+language plpgsql volatile set search_path = '' as $$
+begin
+    return query
     with claimed as (
         update {{ s }}.jobs j
         set status = 'processing',
@@ -115,7 +117,8 @@ language sql volatile set search_path = '' as $$
         ))
         returning j.*
     )
-    select * from claimed c order by c.priority desc, c.scheduled_for
+    select * from claimed c order by c.priority desc, c.scheduled_for;
+end
 $$;
 
 -- pick_jobs keeps its signature and now honours the type's rate limit too.
@@ -127,17 +130,22 @@ $$;
 
 -- Heartbeat many running attempts at once; returns the ids whose lease was extended.
 create function {{ s }}.extend_leases(p_ids uuid[], p_attempts int[], p_by interval) returns setof uuid
-language sql volatile set search_path = '' as $$
+language plpgsql volatile set search_path = '' as $$
+begin
+    return query
     update {{ s }}.jobs j
     set lease_expires_at = greatest(j.lease_expires_at, now() + p_by), updated_at = now()
     where j.id = any (p_ids) and j.status = 'processing'
       and j.attempts = p_attempts[array_position(p_ids, j.id)]
-    returning j.id
+    returning j.id;
+end
 $$;
 
 -- Hand claimed jobs back (a worker shutting down): pending again now, attempt not consumed.
 create function {{ s }}.release_jobs(p_ids uuid[], p_attempts int[]) returns setof uuid
-language sql volatile set search_path = '' as $$
+language plpgsql volatile set search_path = '' as $$
+begin
+    return query
     with changed as (
         update {{ s }}.jobs j
         set status = 'pending', attempts = j.attempts - 1, scheduled_for = now(),
@@ -150,7 +158,8 @@ language sql volatile set search_path = '' as $$
         select c.id, c.attempt, c.worker_id, c.started_at, 'snoozed', 'released by a stopping worker'
         from changed c
     )
-    select c.id from changed c
+    select c.id from changed c;
+end
 $$;
 
 -- fail_jobs gains p_max_attempts: a handler's own max_attempts overrides the job's.
@@ -162,7 +171,10 @@ create function {{ s }}.fail_jobs(
     p_retry_in interval[] default null, p_permanent boolean[] default null,
     p_max_attempts int[] default null
 ) returns table (id uuid, status text)
-language sql volatile set search_path = '' as $$
+language plpgsql volatile set search_path = '' as $$
+#variable_conflict use_column
+begin
+    return query
     with input as (
         select u.id, u.attempt, u.error, p_retry_in[u.ord] as retry_in,
                not coalesce(p_permanent[u.ord], false) as may_retry, p_max_attempts[u.ord] as max_attempts
@@ -188,7 +200,8 @@ language sql volatile set search_path = '' as $$
                case when c.status = 'pending' then 'retry' else 'failed' end, c.last_error
         from changed c
     )
-    select c.id, c.status from changed c
+    select c.id, c.status from changed c;
+end
 $$;
 
 create function {{ s }}.fail_job(

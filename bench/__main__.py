@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -30,11 +31,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
     ap.add_argument("--plot", type=Path, default=ROOT / "docs" / "drain_throughput.png")
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--snapshot", action="store_true",
+                    help="benchmark a frozen copy of jobkit at git HEAD (immune to edits mid-run)")
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(sys.argv[1:] if argv is None else argv)
+    raw_args = sys.argv[1:] if argv is None else argv
+    args = parse(raw_args)
+    if args.snapshot:
+        from .snapshot import run_frozen
+
+        return run_frozen([a for a in raw_args if a != "--snapshot"])
     preset = PRESETS["smoke" if args.smoke else "quick" if args.quick else "full"]
     if args.repeats:
         preset = dataclasses.replace(preset, repeats=args.repeats)
@@ -60,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         meta["code"] = f"**{warning}**"
     else:
         meta["code"] = f"toolkit/ + sql/ fingerprint {before}, unchanged during the run"
-    command = "python -m bench " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    shown = [*raw_args, *(["--snapshot"] if os.environ.get("JOBKIT_BENCH_SNAPSHOT") else [])]
+    command = "python -m bench " + " ".join(shlex.quote(a) for a in shown)
     text = report.render(results, meta, command.strip(), report.existing_notes(args.out))
     print()
     print(report.main_table(results))

@@ -168,16 +168,24 @@ def pkg_version(name: str) -> str:
         return "not installed"
 
 
+def jobkit_dirs() -> tuple[Path, Path]:
+    """Where the imported jobkit's Python code and SQL live (a checkout or a --snapshot copy)."""
+    import jobkit
+    from jobkit.resources import sql_root
+
+    return Path(jobkit.__file__).resolve().parent, Path(str(sql_root())).resolve()
+
+
 def code_fingerprint() -> str:
-    """A hash of jobkit's code (toolkit/ and sql/): workers spawned mid-run import it afresh, so a
-    change during a run would mix versions in the figures."""
+    """A hash of the imported jobkit's code and SQL: drain processes spawned mid-run import it
+    afresh, so a change during a run would mix versions in the figures."""
     import hashlib
 
-    root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
-    for path in sorted([*root.glob("toolkit/**/*.py"), *root.glob("sql/**/*.sql")]):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(path.read_bytes())
+    for folder in jobkit_dirs():
+        for path in sorted(p for p in folder.rglob("*") if p.suffix in (".py", ".sql")):
+            digest.update(str(path.relative_to(folder)).encode())
+            digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
 
@@ -197,11 +205,14 @@ def machine() -> dict[str, str]:
     with contextlib.suppress(OSError):
         debian = " (Debian " + Path("/etc/debian_version").read_text().strip() + ")"
     root = Path(__file__).resolve().parents[1]
-    git = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h %s"],
-                         capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "toolkit", "sql"],
-                           capture_output=True, text=True).stdout.strip()
-    commit = (git[:90] or "unknown") + (" (+ uncommitted changes in toolkit/ or sql/)" if dirty else "")
+    if os.environ.get("JOBKIT_BENCH_SNAPSHOT"):
+        commit = os.environ["JOBKIT_BENCH_SNAPSHOT"][:90] + f" (frozen copy in {jobkit_dirs()[0].parent})"
+    else:
+        git = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h %s"],
+                             capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "toolkit", "sql"],
+                               capture_output=True, text=True).stdout.strip()
+        commit = (git[:90] or "unknown") + (" (+ uncommitted changes in toolkit/ or sql/)" if dirty else "")
     pgbench = find_pg_bin() / "pgbench"
     pgbench_v = subprocess.run([str(pgbench), "--version"], capture_output=True, text=True).stdout.strip()
     return {

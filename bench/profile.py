@@ -1,9 +1,9 @@
 """Where a jobkit drain spends its time: `python -m bench.profile [--jobs N] [--concurrency C]
 [--batch B] [--backlog M] [--html out.html]`.
 
-Profiles one Drainer draining N no-op jobs with pyinstrument (the worker's Python side), and
-reports the database side from pg_stat_statements-free timing: the share of wall time spent
-waiting in claim_jobs / complete_jobs round trips, measured by wrapping the backend's calls.
+Profiles one Drainer draining N no-op jobs with pyinstrument (the worker's Python side), times
+each backend call as the worker sees it (round trip plus event-loop delay), and lists the server's
+own statement times from pg_stat_statements (preloaded in this run's own cluster).
 ``--backlog`` first adds M completed jobs to the table (a week of retained history)."""
 
 from __future__ import annotations

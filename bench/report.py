@@ -51,7 +51,8 @@ METHOD = """\
 COMMANDS = """\
 ```sh
 pip install -e '.[dev,bench]'        # the peers, matplotlib and the profilers live in the bench extra
-python -m bench                      # full: 3 repeats, N = 20,000 (about 25 minutes)
+python -m bench                      # full: 3 repeats, N = 20,000 (about 15-20 minutes)
+python -m bench --snapshot           # the same on a frozen copy of git HEAD (edits mid-run cannot leak in)
 python -m bench --quick              # 1 repeat, smaller N (about 2-3 minutes)
 python -m bench --quick --only jobkit --groups drain,claim   # a subset
 python -m bench --smoke              # tiny N, jobkit only, writes nothing (< 20 s)

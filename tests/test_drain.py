@@ -135,6 +135,29 @@ def test_non_json_result_is_an_error(db_url: str, manager: JobManager) -> None:
     assert job is not None and job.status == "failed" and "not JSON-serializable" in (job.last_error or "")
 
 
+def test_a_result_the_database_refuses_fails_only_its_own_job(
+    db_url: str, manager: JobManager, session: Session
+) -> None:
+    """NaN is not JSON; a NUL character is JSON that jsonb refuses. Either used to sink the whole
+    completion batch; now only that job fails (permanently) and its batch-mates complete."""
+    jobs = Registry()
+
+    @jobs.handler("mixed")
+    async def mixed(payload: dict[str, str], ctx: Any) -> Any:
+        return {"nan": float("nan"), "nul": "a\x00b"}.get(payload["kind"], payload["kind"])
+
+    kinds = ["ok"] * 10 + ["nan", "nul"] + ["ok"] * 10
+    manager.enqueue_many([NewJob("mixed", {"kind": k}) for k in kinds])
+    summary = _drain(db_url, jobs, "mixed", concurrency=4, batch_size=50)
+    assert (summary.completed, summary.failed, summary.lost) == (20, 2, 0)
+    rows = session.all("select payload->>'kind' as kind, status, result, last_error from jobkit.jobs")
+    assert sorted((r["kind"], r["status"]) for r in rows if r["kind"] != "ok") == [
+        ("nan", "failed"), ("nul", "failed")]
+    assert all(r["status"] == "completed" and r["result"] == "ok" for r in rows if r["kind"] == "ok")
+    errors = {r["kind"]: r["last_error"] for r in rows}
+    assert "not JSON-serializable" in errors["nan"] and "cannot be stored" in errors["nul"]
+
+
 def test_timeout_abandons_the_attempt(db_url: str, manager: JobManager) -> None:
     jobs = Registry()
 

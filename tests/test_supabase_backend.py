@@ -19,7 +19,6 @@ from jobkit.drain import Drainer
 from jobkit.enqueue import enqueue, enqueue_many
 from jobkit.exceptions import ConnectionFailed, DatabaseError
 from jobkit.handlers import Permanent, RateLimited, Registry
-from jobkit.jobs import Status
 from jobkit.manager import NewJob
 from jobkit.secrets import set_secrets
 from standins.postgrest import create_app, serve
@@ -133,10 +132,12 @@ def test_claim_release_and_fencing(base_url: str, db_url: str) -> None:
         claimed = await backend.claim("t", 10, "w1", timedelta(seconds=30), None)
         assert [j.id for j in claimed] == [first, second]
         job = claimed[0]
-        assert (job.status, job.attempts, job.worker_id, job.payload) == (Status.PROCESSING, 1, "w1", {"i": 1})
-        assert isinstance(job.scheduled_for, datetime) and job.scheduled_for.tzinfo is not None
-        assert job.lease_expires_at is not None and job.started_at is not None
-        assert timedelta(seconds=25) < job.lease_expires_at - job.started_at <= timedelta(seconds=30)
+        assert (job.type, job.attempts, job.max_attempts, job.priority, job.payload, job.idempotency_key) == (
+            "t", 1, 3, 5, {"i": 1}, None)
+        [(status, worker, lease)] = sql(db_url, "select status, worker_id, lease_expires_at - started_at"
+                                        " from jobkit.jobs where id = %s", first)
+        assert (status, worker) == ("processing", "w1")
+        assert timedelta(seconds=25) < lease <= timedelta(seconds=30)
         assert await backend.extend([(first, 1), (second, 2)], timedelta(minutes=5)) == {first}
         assert await backend.release([(second, 1)]) == {second}
         assert await backend.complete([(second, 1, "late")]) == set()  # fenced: no longer claimed

@@ -16,7 +16,7 @@ from uuid import UUID
 
 from .backends import Backend
 from .handlers import RateLimited
-from .jobs import Job
+from .jobs import Claimed
 
 T = TypeVar("T")
 log = logging.getLogger("jobkit.job")
@@ -25,7 +25,9 @@ log = logging.getLogger("jobkit.job")
 class JobContext:
     """Handed to every handler as its second argument."""
 
-    def __init__(self, job: Job, *, backend: Backend, loop: asyncio.AbstractEventLoop,
+    __slots__ = ("job", "_backend", "_loop", "_lease", "_deadline", "lost", "_logger")
+
+    def __init__(self, job: Claimed, *, backend: Backend, loop: asyncio.AbstractEventLoop,
                  lease: timedelta, deadline: float) -> None:
         self.job = job
         self._backend = backend

@@ -4,8 +4,8 @@ One Drainer serves a worker process. ``drain(type)`` keeps claiming until the qu
 budget is spent or ``max_jobs`` were claimed; concurrent drains share the Drainer's slots, so any
 number of /run calls stays bounded. Completions and failures are grouped: whatever finished while
 the previous statement was in flight goes in the next one (one round trip for many jobs).
-Leases of running jobs are extended automatically; a handler past its timeout is abandoned and its
-job retried; ``shutdown`` stops claiming, lets running jobs finish within a grace period and
+A tending task extends the leases of running jobs and abandons handlers past their timeout (the
+job is retried); ``shutdown`` stops claiming, lets running jobs finish within a grace period and
 releases the rest without consuming their attempt.
 """
 
@@ -18,7 +18,6 @@ import logging
 import socket
 import uuid
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -27,28 +26,33 @@ from uuid import UUID
 
 from .backends import Backend
 from .context import JobContext
+from .exceptions import ConnectionFailed
 from .groupcommit import GroupCommit
 from .handlers import Handler, Permanent, RateLimited, Registry
-from .jobs import Job
-from .manager import Failure
-from .outcomes import DrainSummary, Result, failure
+from .jobs import Claimed
+from .outcomes import DrainSummary, failure, plain
+from .tending import Tending
 
 log = logging.getLogger("jobkit.worker")
 UNKNOWN_LEASE = timedelta(minutes=5)
-MAX_ERROR = 8000
 
 
-@dataclass
+@dataclass(slots=True, eq=False)
 class _Running:
     """A claimed job until its outcome is recorded: waiting for a slot, running, or recording."""
 
-    job: Job
+    job: Claimed
+    drain: _Drain
     lease: timedelta
     extended_at: float
     state: str = "waiting"
+    deadline: float = 0.0  # loop time after which the attempt is abandoned
+    task: asyncio.Task[None] | None = None  # the runner running it
+    timed_out: bool = False
+    outcome: Any = None  # the result to store, or the Failure to record
 
 
-@dataclass
+@dataclass(eq=False)
 class _Drain:
     """One drain's claimed jobs waiting for a slot, its runners and its unsettled records."""
 
@@ -56,7 +60,7 @@ class _Drain:
     handler: Handler | None
     queue: deque[_Running] = field(default_factory=deque)
     runners: set[asyncio.Task[None]] = field(default_factory=set)
-    records: set[asyncio.Future[Any]] = field(default_factory=set)
+    unsettled: int = 0  # outcomes handed to a statement that has not returned yet
 
 
 class Drainer:
@@ -90,9 +94,11 @@ class Drainer:
         self._live: list[_Drain] = []
         self._changed = asyncio.Event()
         self._stopping = False
-        self._completer: GroupCommit[tuple[UUID, int, Any], set[UUID]] = GroupCommit(backend.complete)
-        self._failer: GroupCommit[Failure, dict[UUID, str]] = GroupCommit(backend.fail)
-        self._heartbeat: asyncio.Task[None] | None = None
+        self._completer: GroupCommit[_Running, set[UUID]] = GroupCommit(self._complete, self._completed)
+        self._failer: GroupCommit[_Running, dict[UUID, str]] = GroupCommit(self._fail, self._failed)
+        self._tasks: set[asyncio.Future[Any]] = set()  # snoozes in flight
+        shortest = min((h.timeout.total_seconds() for h in registry), default=60.0)
+        self._tending = Tending(self._running, backend, tick=min(0.5, max(0.02, shortest / 10)))
 
     @property
     def stopping(self) -> bool:
@@ -102,7 +108,7 @@ class Drainer:
         self, job_type: str, *, max_jobs: int | None = None, budget: timedelta = timedelta(seconds=25)
     ) -> DrainSummary:
         """Claim and run ``job_type`` jobs until none is due, ``max_jobs`` or the budget."""
-        self._ensure_heartbeat()
+        self._tending.ensure_started()
         loop = asyncio.get_running_loop()
         handler = self.registry.get(job_type) or self._builtin(job_type)
         lease = handler.lease if handler else UNKNOWN_LEASE
@@ -124,7 +130,7 @@ class Drainer:
                 d.summary.claimed += len(jobs)
                 now = loop.time()
                 for job in jobs:
-                    running = _Running(job, lease, now)
+                    running = _Running(job, d, lease, now)
                     self._running[job.id] = running
                     d.queue.append(running)
                 self._spawn(d)
@@ -135,21 +141,16 @@ class Drainer:
 
     async def _settle(self, d: _Drain) -> None:
         """Wait until every job this drain claimed ran (or was released) and its record returned."""
-        while d.runners or (d.queue and not self._stopping):
+        while d.runners or d.unsettled or (d.queue and not self._stopping):
             self._spawn(d)
-            if d.runners:
-                await asyncio.wait(set(d.runners))
-            else:
-                await self._wait_change()
+            await self._wait_change()
         if d.queue:  # claimed while shutting down: hand them straight back
             leftovers, d.queue = list(d.queue), deque()
             d.summary.released += len(
                 await self.backend.release([(r.job.id, r.job.attempts) for r in leftovers])
             )
             for r in leftovers:
-                self._finished(r.job.id)
-        if d.records:
-            await asyncio.wait(set(d.records))
+                self._running.pop(r.job.id, None)
 
     def _builtin(self, job_type: str) -> Handler | None:
         """`jobkit doctor --ping` enqueues jobkit.ping: every worker answers it."""
@@ -178,14 +179,19 @@ class Drainer:
         leftovers = [(r.job.id, r.job.attempts) for r in (*waiting, *late)]
         released = await self.backend.release(leftovers) if leftovers else set()
         for r in (*waiting, *late):
-            self._finished(r.job.id)
-        records = [f for d in self._live for f in d.records]
-        if records:
-            await asyncio.wait(records, timeout=10)
-        if self._heartbeat:
-            self._heartbeat.cancel()
+            self._running.pop(r.job.id, None)
+        await self._wait_settled(10.0)
+        self._tending.stop()
         self._threads.shutdown(wait=False, cancel_futures=True)
         return len(released)
+
+    async def _wait_settled(self, timeout: float) -> None:
+        try:
+            async with asyncio.timeout(timeout):
+                while any(d.unsettled for d in self._live):
+                    await self._wait_change()
+        except TimeoutError:
+            log.warning("shutdown: some outcomes were still being recorded after %.0fs", timeout)
 
     async def _room(self, d: _Drain) -> int:
         """Wait until at least half the claim window is free (or nothing of this drain is left)."""
@@ -227,98 +233,120 @@ class Drainer:
         return True
 
     async def _runner(self, d: _Drain) -> None:
+        me = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        handler = d.handler
+        timeout = handler.timeout.total_seconds() if handler else 0.0
         while d.queue and not self._stopping:
             running = d.queue.popleft()
-            running.state = "running"
-            outcome = await self._execute(running.job, d.handler, running.lease)
+            running.task, running.deadline, running.state = me, loop.time() + timeout, "running"
+            try:
+                ok, value = await self._execute(running, handler)
+            except asyncio.CancelledError:
+                if not running.timed_out or me is None:
+                    raise  # shutdown: the job is released
+                me.uncancel()
+                ok, value = False, TimeoutError(
+                    f"handler timed out after {timeout:g}s; the attempt was abandoned")
             running.state = "recording"
-            self._record(d, running.job, outcome)
+            self._record(running, ok, value)
 
-    def _finished(self, job_id: UUID) -> None:
-        self._running.pop(job_id, None)
-        self._changed.set()
-
-    async def _execute(self, job: Job, handler: Handler | None, lease: timedelta) -> Any:
-        """The handler's result, or the exception that ended the attempt."""
+    async def _execute(self, running: _Running, handler: Handler | None) -> tuple[bool, Any]:
+        """(True, the handler's result) or (False, the exception that ended the attempt)."""
+        job = running.job
         if handler is None:
             registered = ", ".join(self.registry.types) or "none"
-            return LookupError(
+            return False, LookupError(
                 f"no handler for job type {job.type!r} on worker {self.worker_id} (registered: {registered})"
             )
         loop = asyncio.get_running_loop()
-        timeout = handler.timeout.total_seconds()
-        ctx = JobContext(job, backend=self.backend, loop=loop, lease=lease, deadline=loop.time() + timeout)
+        ctx = JobContext(job, backend=self.backend, loop=loop, lease=running.lease, deadline=running.deadline)
         try:
-            async with asyncio.timeout(timeout):  # no extra task per job, unlike wait_for
-                if handler.is_async:
-                    result = await handler.func(job.payload, ctx)
-                else:
-                    result = await loop.run_in_executor(self._threads, handler.func, job.payload, ctx)
-            json.dumps(result)
-        except TimeoutError:
-            return TimeoutError(f"handler timed out after {timeout:g}s; the attempt was abandoned")
+            if handler.is_async:
+                result = await handler.func(job.payload, ctx)
+            else:
+                result = await loop.run_in_executor(self._threads, handler.func, job.payload, ctx)
+            if not plain(result):
+                json.dumps(result, allow_nan=False)
         except (TypeError, ValueError) as exc:
-            if "JSON serializable" in str(exc) or "Circular reference" in str(exc):
-                return Permanent(f"the handler's result is not JSON-serializable: {exc}")
-            return exc
+            text = str(exc)
+            if "JSON serializable" in text or "Circular reference" in text or "JSON compliant" in text:
+                return False, Permanent(f"the handler's result is not JSON-serializable: {exc}")
+            return False, exc
         except Exception as exc:  # noqa: BLE001 - every handler error is recorded
-            return exc
-        return Result(result)
+            return False, exc
+        return True, result
 
-    def _record(self, d: _Drain, job: Job, outcome: Any) -> None:
+    def _record(self, running: _Running, ok: bool, value: Any) -> None:
         """Hand the outcome to its group commit; the job leaves the window when it returns."""
-        summary = d.summary
-        if isinstance(outcome, Result):
-            future: asyncio.Future[Any] = self._completer.submit((job.id, job.attempts, outcome.value))
-
-            def done(accepted: set[UUID]) -> None:
-                summary.completed += job.id in accepted
-                summary.lost += job.id not in accepted
-        elif isinstance(outcome, RateLimited):
-            future = asyncio.ensure_future(self.backend.snooze(job.id, job.attempts, outcome.retry_after))
-
-            def done(snoozed: bool) -> None:  # type: ignore[misc]
-                summary.snoozed += snoozed
-                summary.lost += not snoozed
+        running.drain.unsettled += 1
+        if ok:
+            running.outcome = value
+            self._completer.submit(running)
+        elif isinstance(value, RateLimited):
+            task = asyncio.ensure_future(self._snooze(running, value))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         else:
-            future = self._failer.submit(failure(job, d.handler, outcome))
+            running.outcome = failure(running.job, running.drain.handler, value)
+            self._failer.submit(running)
 
-            def done(statuses: dict[UUID, str]) -> None:  # type: ignore[misc]
-                summary.failed += job.id in statuses
-                summary.lost += job.id not in statuses
+    async def _complete(self, batch: list[_Running]) -> set[UUID]:
+        try:
+            return await self.backend.complete([(r.job.id, r.job.attempts, r.outcome) for r in batch])
+        except ConnectionFailed:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one result the database refuses must not sink the rest
+            if len(batch) > 1:  # find it: one statement each
+                accepted: set[UUID] = set()
+                for r in batch:
+                    accepted |= await self._complete([r])
+                return accepted
+            r = batch[0]  # say, \u0000 in a string: the attempt fails instead (its failer settles it)
+            r.state = "refused"
+            r.outcome = failure(r.job, r.drain.handler, Permanent(f"the result cannot be stored: {exc}"))
+            self._failer.submit(r)
+            return set()
 
-        d.records.add(future)
-        future.add_done_callback(functools.partial(self._recorded, d, job.id, done))
+    def _completed(self, batch: list[_Running], accepted: set[UUID] | None,
+                   error: BaseException | None) -> None:
+        if error is not None:
+            log.error("recording %d completions failed (their leases will expire): %s", len(batch), error)
+        for r in batch:
+            if r.state == "refused":
+                continue
+            if accepted is not None and r.job.id in accepted:
+                r.drain.summary.completed += 1
+            elif error is None:
+                r.drain.summary.lost += 1
+            self._settled(r)
 
-    def _recorded(
-        self, d: _Drain, job_id: UUID, done: Callable[[Any], None], future: asyncio.Future[Any]
-    ) -> None:
-        d.records.discard(future)
-        self._finished(job_id)
-        if future.cancelled():
-            return
-        if future.exception() is not None:
-            log.error("recording the outcome of job %s failed: %s", job_id, future.exception())
-            return
-        done(future.result())
+    async def _fail(self, batch: list[_Running]) -> dict[UUID, str]:
+        return await self.backend.fail([r.outcome for r in batch])
 
-    def _ensure_heartbeat(self) -> None:
-        if self._heartbeat is None or self._heartbeat.done():
-            self._heartbeat = asyncio.create_task(self._heartbeats())
+    def _failed(self, batch: list[_Running], statuses: dict[UUID, str] | None,
+                error: BaseException | None) -> None:
+        if error is not None:
+            log.error("recording %d failures failed (their leases will expire): %s", len(batch), error)
+        for r in batch:
+            if statuses is not None and r.job.id in statuses:
+                r.drain.summary.failed += 1
+            elif error is None:
+                r.drain.summary.lost += 1
+            self._settled(r)
 
-    async def _heartbeats(self) -> None:
-        """Every second, extend the leases that have a third or less left."""
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(1.0)
-            now = loop.time()
-            due = [r for r in self._running.values() if now - r.extended_at >= r.lease.total_seconds() / 3]
-            for lease in {r.lease for r in due}:
-                group = [r for r in due if r.lease == lease]
-                try:
-                    await self.backend.extend([(r.job.id, r.job.attempts) for r in group], lease)
-                except Exception:  # noqa: BLE001 - the next beat tries again
-                    log.warning("heartbeat failed", exc_info=True)
-                    continue
-                for r in group:
-                    r.extended_at = now
+    async def _snooze(self, running: _Running, limited: RateLimited) -> None:
+        try:
+            snoozed = await self.backend.snooze(running.job.id, running.job.attempts, limited.retry_after)
+        except Exception as exc:  # noqa: BLE001 - the lease expires and the sweep retries it
+            log.error("snoozing job %s failed: %s", running.job.id, exc)
+        else:
+            running.drain.summary.snoozed += snoozed
+            running.drain.summary.lost += not snoozed
+        finally:
+            self._settled(running)
+
+    def _settled(self, running: _Running) -> None:
+        running.drain.unsettled -= 1
+        self._running.pop(running.job.id, None)
+        self._changed.set()

@@ -1,48 +1,50 @@
-"""Group commit: many tasks hand in items; one statement carries everything that arrived while the
-previous one was in flight (River's BatchCompleter, graphile-worker's batched completions)."""
+"""Group commit: many runners hand in items; one statement carries everything that arrived while
+the previous one was in flight (River's BatchCompleter, graphile-worker's batched completions).
+
+No future per item: ``settle`` receives each batch with its result (or the exception that failed
+it), which keeps the per-job cost of recording an outcome to a list append."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-class GroupCommit(Generic[T, R]):
-    """Collect items from many tasks; send everything pending in one call while none is in flight."""
 
-    def __init__(self, send: Callable[[Sequence[T]], Awaitable[R]]) -> None:
+
+class GroupCommit(Generic[T, R]):
+    """Collect items; send everything pending in one call while none is in flight."""
+
+    def __init__(self, send: Callable[[list[T]], Awaitable[R]],
+                 settle: Callable[[list[T], R | None, BaseException | None], None]) -> None:
         self._send = send
-        self._pending: list[tuple[T, asyncio.Future[R]]] = []
-        self._busy = False
+        self._settle = settle
+        self._pending: list[T] = []
         self._task: asyncio.Task[None] | None = None  # the flush in progress (kept referenced)
 
-    async def add(self, item: T) -> R:
-        return await self.submit(item)
+    def submit(self, item: T) -> None:
+        """Queue ``item``; it goes out with the next statement."""
+        self._pending.append(item)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._flush())
 
-    def submit(self, item: T) -> asyncio.Future[R]:
-        """Queue ``item`` without waiting; the future resolves when its statement returns."""
-        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, future))
-        if not self._busy:
-            self._busy = True
-            self._task = asyncio.create_task(self._flush())
-        return future
+    @property
+    def idle(self) -> bool:
+        return self._task is None
 
     async def _flush(self) -> None:
         try:
             while self._pending:
                 batch, self._pending = self._pending, []
                 try:
-                    result = await self._send([item for item, _ in batch])
-                except Exception as exc:  # noqa: BLE001 - handed to every waiter
-                    for _, fut in batch:
-                        fut.set_exception(exc)
+                    result = await self._send(batch)
+                except Exception as exc:  # noqa: BLE001 - handed to settle with the batch
+                    self._settle(batch, None, exc)
                 else:
-                    for _, fut in batch:
-                        fut.set_result(result)
+                    self._settle(batch, result, None)
         finally:
-            self._busy = False
+            self._task = None

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import traceback
 from dataclasses import dataclass
 from typing import Any
 
 from .handlers import Handler, Permanent, Retry
-from .jobs import Job
+from .jobs import Claimed
 from .manager import Failure
 
 MAX_ERROR = 8000
@@ -29,12 +30,14 @@ class DrainSummary:
         return dict(self.__dict__)
 
 
-@dataclass(frozen=True)
-class Result:
-    value: Any
+def plain(value: Any) -> bool:
+    """A result that needs no JSON check: None, a string, an int, a bool or a finite float."""
+    kind = type(value)
+    return value is None or kind is str or kind is int or kind is bool or (
+        kind is float and math.isfinite(value))
 
 
-def failure(job: Job, handler: Handler | None, error: BaseException) -> Failure:
+def failure(job: Claimed, handler: Handler | None, error: BaseException) -> Failure:
     text = error_text(error)
     max_attempts = handler.max_attempts if handler else None
     if isinstance(error, Permanent):

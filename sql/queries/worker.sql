@@ -1,7 +1,9 @@
 -- The worker's hot path: batched claims and fenced batched completions, one statement each.
 
 -- name: claim_jobs
-select * from {{ s }}.claim_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s, %(rate_key)s)
+-- Only the columns a handler needs, in jobs.Claimed's order (decoding whole rows cost ~25 us a job).
+select c.id, c.type, c.attempts, c.max_attempts, c.priority, c.payload, c.idempotency_key
+from {{ s }}.claim_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s, %(rate_key)s) c
 
 -- name: extend_leases
 select * from {{ s }}.extend_leases(%(ids)s::uuid[], %(attempts)s::int[], %(by)s) as id

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Protocol
 from uuid import UUID
 
-from ..jobs import Job
+from ..jobs import Claimed
 from ..manager import Done, Failure
 
 
@@ -20,7 +20,7 @@ class Backend(Protocol):
     async def close(self) -> None: ...
 
     async def claim(self, job_type: str, limit: int, worker: str, lease: timedelta,
-                    rate_key: str | None) -> list[Job]: ...
+                    rate_key: str | None) -> list[Claimed]: ...
 
     async def complete(self, done: Sequence[Done]) -> set[UUID]: ...
 

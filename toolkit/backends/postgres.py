@@ -12,7 +12,7 @@ from datetime import timedelta
 from uuid import UUID
 
 from ..connector.aio import AsyncPool
-from ..jobs import Job
+from ..jobs import Claimed
 from ..manager import Done, Failure, complete_params, fail_params, running_params
 from ..queries import queries
 
@@ -31,10 +31,10 @@ class PostgresBackend:
         await self.pool.close()
 
     async def claim(self, job_type: str, limit: int, worker: str, lease: timedelta,
-                    rate_key: str | None) -> list[Job]:
-        rows = await self.pool.all(self.q["claim_jobs"], {
+                    rate_key: str | None) -> list[Claimed]:
+        rows = await self.pool.tuples(self.q["claim_jobs"], {
             "type": job_type, "limit": limit, "worker": worker, "lease": lease, "rate_key": rate_key})
-        return [Job.from_row(r) for r in rows]
+        return [Claimed._make(r) for r in rows]
 
     async def complete(self, done: Sequence[Done]) -> set[UUID]:
         return {r["id"] for r in await self.pool.all(self.q["complete_jobs"], complete_params(done))}

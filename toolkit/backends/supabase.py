@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -20,10 +20,9 @@ from postgrest import APIError, AsyncPostgrestClient
 from supabase import AsyncClient, AsyncClientOptions, acreate_client
 
 from ..exceptions import ConnectionFailed, DatabaseError
-from ..jobs import Job
+from ..jobs import Claimed
 from ..manager import Done, Failure
 
-_TIMES = tuple(name for name, f in Job.__dataclass_fields__.items() if "datetime" in str(f.type))
 _HINTS = {
     "42501": "use the service_role key: the API schema grants nothing to anon or authenticated",
     "PGRST106": "add the API schema to the project's Exposed schemas (Settings > Data API)",
@@ -70,10 +69,10 @@ class SupabaseBackend:
             await client.postgrest.aclose()
 
     async def claim(self, job_type: str, limit: int, worker: str, lease: timedelta,
-                    rate_key: str | None) -> list[Job]:
+                    rate_key: str | None) -> list[Claimed]:
         rows = await self._rpc("claim_jobs", {"p_type": job_type, "p_limit": limit, "p_worker": worker,
                                               "p_lease": _interval(lease), "p_rate_key": rate_key})
-        return [_job(r) for r in rows or []]
+        return [_claimed(r) for r in rows or []]
 
     async def complete(self, done: Sequence[Done]) -> set[UUID]:
         ids = await self._rpc("complete_jobs", {
@@ -149,10 +148,6 @@ def _interval(value: timedelta | None) -> str | None:
     return None if value is None else f"{value.total_seconds():.6f} seconds"
 
 
-def _job(row: dict[str, Any]) -> Job:
-    fields = dict(row)
-    fields["id"] = UUID(fields["id"])
-    for name in _TIMES:
-        if fields.get(name) is not None:
-            fields[name] = datetime.fromisoformat(fields[name])
-    return Job.from_row(fields)
+def _claimed(row: dict[str, Any]) -> Claimed:
+    return Claimed(UUID(row["id"]), row["type"], row["attempts"], row["max_attempts"], row["priority"],
+                   row["payload"], row["idempotency_key"])

@@ -1,0 +1,84 @@
+"""Tending the running jobs of a Drainer: abandon handlers past their timeout, extend leases.
+
+One task per worker process instead of a timer per job: every ``tick`` it cancels the runner of
+any job past its deadline (the runner records a TimeoutError and the job is retried), and once a
+second it extends, in one statement per lease length, the leases that have a third or less left.
+A timeout therefore fires within one tick of its deadline; the tick is a tenth of the shortest
+handler timeout, between 20 ms and 0.5 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any, Protocol
+from uuid import UUID
+
+from .backends import Backend
+
+log = logging.getLogger("jobkit.worker")
+BEAT = 1.0  # seconds between lease checks
+
+
+class Tended(Protocol):
+    """What tending reads and sets on a running job (drain._Running)."""
+
+    job: Any
+    lease: timedelta
+    extended_at: float
+    state: str
+    deadline: float
+    task: asyncio.Task[None] | None
+    timed_out: bool
+
+
+class Tending:
+    def __init__(self, running: Mapping[UUID, Tended], backend: Backend, *, tick: float) -> None:
+        self._running = running
+        self._backend = backend
+        self.tick = tick
+        self._task: asyncio.Task[None] | None = None
+
+    def ensure_started(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._loop())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_beat = loop.time() + BEAT
+        while True:
+            await asyncio.sleep(self.tick)
+            now = loop.time()
+            self.abandon_overdue(now)
+            if now >= next_beat:
+                next_beat = now + BEAT
+                await self.extend_leases(now)
+
+    def abandon_overdue(self, now: float) -> int:
+        """Cancel the runners of jobs past their deadline; returns how many."""
+        overdue = [r for r in self._running.values()
+                   if r.state == "running" and not r.timed_out and now >= r.deadline and r.task]
+        for r in overdue:
+            r.timed_out = True
+            if r.task is not None:
+                r.task.cancel()
+        return len(overdue)
+
+    async def extend_leases(self, now: float) -> None:
+        """Extend the leases with a third or less left, one statement per lease length."""
+        due = [r for r in self._running.values() if now - r.extended_at >= r.lease.total_seconds() / 3]
+        for lease in {r.lease for r in due}:
+            group = [r for r in due if r.lease == lease]
+            try:
+                await self._backend.extend([(r.job.id, r.job.attempts) for r in group], lease)
+            except Exception:  # noqa: BLE001 - the next beat tries again
+                log.warning("heartbeat failed", exc_info=True)
+                continue
+            for r in group:
+                r.extended_at = now

@@ -38,9 +38,10 @@ METHOD = """\
   on, the prune schedule's own command (`jobkit.prune`, `jobkit.prune_wakeups`) runs after every
   wave with a zero retention (every finished job is past retention). To compress hours of traffic
   into minutes, autovacuum_naptime is 5 s during this measurement only.
-- **Exactly-once**: after every run: every job completed exactly once (jobkit: completed == N, N
-  `job_attempts` rows with outcome completed for N distinct jobs, none pending/processing/failed,
-  every `attempts` = 1; PgQueuer: queue empty, N `successful` log rows for N distinct jobs;
+- **Exactly-once**: after every run: every job completed exactly once (jobkit: completed == N,
+  none pending/processing/failed, every `attempts` = 1 (each claim counts one) and no row in
+  `job_attempts` (which records every attempt that did not complete: a retry, an expired lease, a
+  release); PgQueuer: queue empty, N `successful` log rows for N distinct jobs;
   procrastinate: N `succeeded` jobs with attempts = 1 and N `started` events; raw: N rows
   completed with attempts = 1) and the handlers ran N times for N distinct ids. A measurement that
   fails its check is shown as **FAILED** instead of a figure.

@@ -38,15 +38,15 @@ def test_bench_smoke_exactly_once(cluster: LocalCluster) -> None:
 
 
 def test_bench_check_catches_a_double_completion(db_url: str) -> None:
-    """The exactly-once check is not vacuous: a job recorded complete twice fails it, and the report
-    prints FAILED instead of the figure."""
+    """The exactly-once check is not vacuous: a job that ran a second time (its first lease expired)
+    fails it, and the report prints FAILED instead of the figure."""
     jk.fill(db_url, 20)
     tally = verify.Tally()
     asyncio.run(jk.drain_async(db_url, DrainConfig(4), tally))
     assert verify.jobkit(db_url, 20, tally).ok
     with Database(db_url).session() as session:
         session.execute("insert into jobkit.job_attempts (job_id, attempt, outcome) "
-                        "select id, 1, 'completed' from jobkit.jobs limit 1")
+                        "select id, 1, 'lease_expired' from jobkit.jobs limit 1")
     check = verify.jobkit(db_url, 20, tally)
     assert not check.ok and "job_attempts" in check.detail
     results = Results(PRESETS["smoke"], [JOBKIT])

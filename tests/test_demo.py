@@ -29,7 +29,7 @@ def test_run_demo_reaches_expected_states(db: Database, db_url: str) -> None:
     assert any("woke the worker over notify" in line for line in lines)
     with db.session() as s:
         history = {r["outcome"]: r["n"] for r in s.all(
-            "select outcome, count(*) as n from jobkit.job_attempts group by 1")}
+            "select outcome, count(*) as n from jobkit.job_history group by 1")}
         api_starts = s.all("select started_at from jobkit.jobs where type = 'demo.api' order by started_at")
     assert history == {"completed": 12, "retry": 2, "failed": 1, "snoozed": 1}
     spread = (api_starts[-1]["started_at"] - api_starts[0]["started_at"]).total_seconds()

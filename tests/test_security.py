@@ -60,7 +60,8 @@ def test_service_role_runs_the_lifecycle(session: Session) -> None:
         job = session.one("select id, attempts from jobkit.pick_jobs('t', 1, 'w', interval '1 minute')")
         assert job == {"id": job_id, "attempts": 1}
         assert session.scalar("select jobkit.complete_job(%s, 1, '{\"ok\": true}')", (job_id,)) is True
-        assert session.scalar("select count(*) from jobkit.job_attempts") == 1
+        assert session.scalar("select count(*) from jobkit.job_history") == 1
+        assert session.scalar("select count(*) from jobkit.job_attempts") == 0  # only unfinished tries
     finally:
         session.execute("reset role")
 

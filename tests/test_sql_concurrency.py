@@ -62,10 +62,11 @@ def test_eight_workers_process_twenty_thousand_jobs_exactly_once(db: Database) -
         rows = s.all("select status, count(*) as n, min(attempts) as lo, max(attempts) as hi "
                      "from jobkit.jobs group by status")
         assert rows == [{"status": "completed", "n": TOTAL, "lo": 1, "hi": 1}]
-        per_job = s.all("select job_id, count(*) as n from jobkit.job_attempts group by job_id "
+        per_job = s.all("select job_id, count(*) as n from jobkit.job_history group by job_id "
                         "having count(*) <> 1 or bool_or(outcome <> 'completed')")
         assert per_job == []
-        assert s.scalar("select count(*) from jobkit.job_attempts") == TOTAL
+        assert s.scalar("select count(*) from jobkit.job_history") == TOTAL
+        assert s.scalar("select count(*) from jobkit.job_attempts") == 0  # no attempt failed or expired
     _assert_priority_order(claims)
 
 

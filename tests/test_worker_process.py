@@ -169,7 +169,7 @@ def test_kill_9_mid_batch_loses_nothing_and_side_effects_happen_once(
     assert rescuer.run({"type": "e2e.slow"}).status_code == 202
     _wait(lambda: _count(session, "status = 'completed'") == 6, 20, "rescued jobs did not complete")
     assert session.scalar("select count(*) from side_effects") == 6  # once each, not twice
-    history = session.all("select outcome, count(*) as n from jobkit.job_attempts group by 1 order by 1")
+    history = session.all("select outcome, count(*) as n from jobkit.job_history group by 1 order by 1")
     assert history == [{"outcome": "completed", "n": 6}, {"outcome": "lease_expired", "n": 6}]
     assert all(manager.get(i).attempts == 2 for i in ids)  # type: ignore[union-attr]
 

@@ -68,9 +68,10 @@ def _column(values: list[Any]) -> list[Any] | None:
 def complete_params(done: Sequence[Done]) -> dict[str, Any]:
     """The hot path's parameters in their cheapest form: ids and attempts as one array literal
     each, the results as one JSON array (psycopg's per-element array dumping costs about 3 us an
-    element; these cost one string join or one json.dumps)."""
+    element; these cost one string join or one json.dumps). All-None results travel as one NULL."""
+    results = [d[2] for d in done]
     return {**running_params([(d[0], d[1]) for d in done]),
-            "results": json_param([d[2] for d in done])}
+            "results": None if all(r is None for r in results) else json_param(results)}
 
 
 def running_params(running: Sequence[tuple[UUID, int]]) -> dict[str, str]:

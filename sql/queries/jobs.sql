@@ -57,7 +57,7 @@ select * from {{ s }}.jobs where id = %(id)s
 
 -- name: job_attempts
 select attempt, worker_id, started_at, finished_at, outcome, error, duration
-from {{ s }}.job_attempts where job_id = %(id)s order by id
+from {{ s }}.job_history where job_id = %(id)s order by attempt, finished_at
 
 -- name: count_by_status
 select type, status, count(*) as n from {{ s }}.jobs group by type, status order by type, status

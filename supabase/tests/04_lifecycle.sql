@@ -23,7 +23,7 @@ begin
 end
 $$;
 
-select plan(48);
+select plan(49);
 
 set local role service_role;
 
@@ -73,10 +73,15 @@ select results_eq(
 select is(jobkit.complete_job((select id from jobkit.jobs where idempotency_key = 'pgtap-1'), 1, '{}'),
     false, 'a second completion is refused');
 select results_eq(
-    $$select a.attempt, a.outcome, a.worker_id from jobkit.job_attempts a
+    $$select a.attempt, a.outcome, a.worker_id from jobkit.job_history a
       join jobkit.jobs j on j.id = a.job_id where j.idempotency_key = 'pgtap-1'$$,
     $$values (1, 'completed', 'pgtap-worker')$$,
     'the attempt is in the history'
+);
+select is_empty(
+    $$select 1 from jobkit.job_attempts a join jobkit.jobs j on j.id = a.job_id
+      where j.idempotency_key = 'pgtap-1'$$,
+    'a completing attempt is recorded on the job row only'
 );
 
 -- fail_job with attempts left schedules a retry; it is fenced too.

@@ -1,0 +1,170 @@
+-- jobkit 0004: less work per job on the hot path (figures in docs/BENCHMARKS.md).
+--
+-- A completed attempt is recorded once, on the job row itself (result, attempts, worker_id,
+-- started_at, completed_at): job_attempts now holds the attempts that did not complete their job
+-- (retries, failures, snoozes, expired leases, cancellations), and the view job_history shows every
+-- attempt. The history insert was a fifth of the database's work per job.
+-- Lookups that went through SET search_path helper functions (each call switches the search path,
+-- which re-validates cached plans) are inlined as plain subqueries in enqueue, the claim and the
+-- insert trigger.
+
+-- Every attempt of every job: the recorded ones, plus each completed job's final attempt.
+create view {{ s }}.job_history with (security_invoker = true) as
+select a.job_id, a.attempt, a.worker_id, a.started_at, a.finished_at, a.outcome, a.error, a.duration
+from {{ s }}.job_attempts a
+union all
+select j.id, j.attempts, j.worker_id, j.started_at, j.completed_at, 'completed', null::text,
+       j.completed_at - j.started_at
+from {{ s }}.jobs j
+where j.status = 'completed';
+
+comment on view {{ s }}.job_history is
+    'jobkit: every attempt; job_attempts rows plus the completing attempt of each completed job.';
+
+-- Complete many (id, attempt) pairs in one fenced statement. p_results null = every result null
+-- (handlers that return nothing: nothing to decode, nothing to look up).
+create or replace function {{ s }}.complete_jobs(p_ids uuid[], p_attempts int[], p_results jsonb[])
+returns setof uuid
+language plpgsql volatile set search_path = '' as $$
+begin
+    return query
+    update {{ s }}.jobs j
+    set status = 'completed',
+        result = case when p_results is null then null else p_results[array_position(p_ids, j.id)] end,
+        completed_at = now(), lease_expires_at = null, updated_at = now()
+    where j.id = any (p_ids) and j.status = 'processing'
+      and j.attempts = p_attempts[array_position(p_ids, j.id)]
+    returning j.id;
+end
+$$;
+
+-- The claim, with the type's rate-limit key read in place and the unlimited case in one statement.
+create or replace function {{ s }}.claim_jobs(
+    p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text default null
+) returns setof {{ s }}.jobs
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_key text := p_rate_key;
+    v_tokens int;
+    v_claimed int;
+begin
+    if p_lease is null or p_lease < interval '1 second' then
+        raise exception 'jobkit.claim_jobs: p_lease must be at least 1 second' using errcode = '22023';
+    end if;
+    if v_key is null then
+        v_key := (select t.rate_limit from {{ s }}.job_types t where t.type in (p_type, '*')
+                  order by t.type = '*' limit 1);
+    end if;
+    if v_key is null then
+        return query
+        with claimed as (
+            update {{ s }}.jobs j
+            set status = 'processing', attempts = j.attempts + 1, started_at = now(),
+                lease_expires_at = now() + p_lease, worker_id = p_worker, updated_at = now()
+            where j.id = any (array(
+                select c.id from {{ s }}.jobs c
+                where c.type = p_type and c.status = 'pending' and c.scheduled_for <= now()
+                order by c.priority desc, c.scheduled_for
+                limit greatest(p_limit, 0)
+                for update skip locked
+            ))
+            returning j.*
+        )
+        select * from claimed c order by c.priority desc, c.scheduled_for;
+        return;
+    end if;
+    -- Take tokens only for jobs that exist: count the due ones first (cheap, bounded by p_limit).
+    select count(*) into v_claimed from (
+        select 1 from {{ s }}.jobs j
+        where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now() limit p_limit
+    ) due;
+    v_tokens := {{ s }}.take_tokens(v_key, v_claimed);
+    if v_tokens = 0 then
+        return;
+    end if;
+    return query select * from {{ s }}._claim(p_type, v_tokens, p_worker, p_lease);
+    get diagnostics v_claimed = row_count;
+    perform {{ s }}.return_tokens(v_key, v_tokens - v_claimed);
+end
+$$;
+
+-- enqueue as in 0001, with the type's max_attempts read in place.
+create or replace function {{ s }}.enqueue(
+    p_type text,
+    p_payload jsonb,
+    p_priority int default 0,
+    p_run_at timestamptz default now(),
+    p_max_attempts int default null,
+    p_idempotency_key text default null
+) returns uuid
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_id uuid;
+begin
+    if p_type is null or p_type = '' then
+        raise exception 'jobkit.enqueue: p_type must be a non-empty job type' using errcode = '22023';
+    end if;
+    if p_payload is null then
+        raise exception 'jobkit.enqueue: p_payload must not be null (use ''{}''::jsonb)' using errcode = '22023';
+    end if;
+    loop
+        insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, idempotency_key)
+        values (p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()),
+                coalesce(p_max_attempts, (select t.max_attempts from {{ s }}.job_types t
+                                          where t.type in (p_type, '*') order by t.type = '*' limit 1)),
+                p_idempotency_key)
+        on conflict (type, idempotency_key)
+            where idempotency_key is not null and status in ('pending', 'processing')
+            do nothing
+        returning id into v_id;
+        if v_id is not null then
+            return v_id;
+        end if;
+        select j.id into v_id from {{ s }}.jobs j
+        where j.type = p_type and j.idempotency_key = p_idempotency_key
+          and j.status in ('pending', 'processing');
+        if v_id is not null then
+            return v_id;
+        end if;
+        -- The holder of the key finished between our insert and our look-up: insert again.
+    end loop;
+end
+$$;
+
+-- The insert trigger as in 0002, reading the type's switch and the transport settings in place;
+-- NOTIFY is sent from here, pg_net calls still go through _wake_http (which records them).
+create or replace function {{ s }}.jobs_wake_on_insert() returns trigger
+language plpgsql security definer set search_path = '' as $$
+declare
+    v_type text;
+    v_transport text;
+    v_channel text;
+    v_batch int;
+begin
+    for v_type in
+        select distinct n.type from new_jobs n
+        where n.status = 'pending' and n.scheduled_for <= now()
+    loop
+        continue when not coalesce((select t.wake_on_insert from {{ s }}.job_types t
+                                    where t.type in (v_type, '*') order by t.type = '*' limit 1), false);
+        if v_transport is null then
+            select max(s.value #>> '{}') filter (where s.key = 'transport'),
+                   max(s.value #>> '{}') filter (where s.key = 'channel'),
+                   max((s.value #>> '{}')::int) filter (where s.key = 'batch_size')
+            into v_transport, v_channel, v_batch
+            from {{ s }}.settings s where s.key in ('transport', 'channel', 'batch_size');
+        end if;
+        if v_transport = 'pg_net' then
+            perform {{ s }}._wake_http(v_type, 1, v_batch);
+        else
+            perform pg_notify(v_channel,
+                              json_build_object('type', v_type, 'calls', 1, 'max_jobs', v_batch)::text);
+        end if;
+    end loop;
+    return null;
+end
+$$;
+
+revoke all on all tables in schema {{ s }} from public;
+revoke all on all functions in schema {{ s }} from public;
+{% include "grants.sql" %}

@@ -183,6 +183,37 @@ def test_enqueue_many_keeps_order_and_keys(manager: JobManager) -> None:
     assert payloads == [{"i": 0}, {}, {"i": 2}, {"i": 3}, {"i": 2}, {"i": 5}]
 
 
+def test_enqueue_many_without_keys_keeps_order_types_and_defaults(
+    session: Session, manager: JobManager
+) -> None:
+    """The key-less path inserts straight from the JSON documents: every column lands on its job."""
+    session.execute("insert into jobkit.job_types select 'five', 5, lease, backoff_base, backoff_factor, "
+                    "backoff_cap, backoff_jitter, wake_on_insert, rate_limit from jobkit.job_types where type = '*'")
+    later = session.scalar("select now() + interval '1 hour'")
+    batch = [NewJob("t", {"i": 0}), NewJob("five", [1, 2], priority=7), NewJob("t", "text", run_at=later),
+             NewJob("five", None, max_attempts=9), NewJob("t", {"i": 4}, delay=timedelta(minutes=5))]
+    ids = manager.enqueue_many(batch)
+    jobs = [manager.get(i) for i in ids]
+    assert [(j.type, j.payload, j.priority, j.max_attempts) for j in jobs if j] == [
+        ("t", {"i": 0}, 0, 3), ("five", [1, 2], 7, 5), ("t", "text", 0, 3), ("five", None, 0, 9),
+        ("t", {"i": 4}, 0, 3)]
+    assert jobs[2] is not None and jobs[2].scheduled_for == later
+    assert jobs[4] is not None and jobs[4].scheduled_for > jobs[0].scheduled_for + timedelta(minutes=4)
+    same = manager.enqueue_many([NewJob("five", {"n": n}) for n in range(300)])  # one type: one string
+    assert [manager.get(i).payload for i in same[::50]] == [{"n": n} for n in range(0, 300, 50)]  # type: ignore[union-attr]
+
+
+def test_enqueue_json_rejects_malformed_documents(session: Session) -> None:
+    import pytest
+    from jobkit.exceptions import DatabaseError
+
+    with pytest.raises(DatabaseError, match="p_payloads must be a JSON array"):
+        session.execute("select jobkit.enqueue_json('\"t\"', '{}')")
+    with pytest.raises(DatabaseError, match="must have the same length"):
+        session.execute("select jobkit.enqueue_json('[\"t\"]', '[1, 2]')")
+    assert session.scalar("select count(*) from jobkit.jobs") == 0
+
+
 def test_idempotency_key_frees_up_once_the_job_finished(manager: JobManager) -> None:
     first = manager.enqueue(NewJob("t", {}, idempotency_key="k"))
     [job] = manager.pick("t", 1, "w", MIN)

@@ -72,7 +72,7 @@ def _supabase_many(client: Any, jobs: Sequence[NewJob], api_schema: str) -> list
         raise ConfigError("delay is not supported through supabase-py", hint="pass run_at instead")
     params = enqueue_many_params(jobs)
     body = {
-        "p_type": params["types"], "p_payload": [j.payload for j in jobs],
+        "p_type": [j.type for j in jobs], "p_payload": [j.payload for j in jobs],
         "p_priority": params["priorities"], "p_run_at": [_iso(j.run_at) for j in jobs],
         "p_max_attempts": params["max_attempts"], "p_idempotency_key": params["idempotency_keys"],
     }

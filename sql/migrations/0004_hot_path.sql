@@ -4,9 +4,15 @@
 -- started_at, completed_at): job_attempts now holds the attempts that did not complete their job
 -- (retries, failures, snoozes, expired leases, cancellations), and the view job_history shows every
 -- attempt. The history insert was a fifth of the database's work per job.
+-- Fewer indexes on pending rows: jobs_due_idx is dropped (jobs_claim_idx answers the same questions).
 -- Lookups that went through SET search_path helper functions (each call switches the search path,
 -- which re-validates cached plans) are inlined as plain subqueries in enqueue, the claim and the
 -- insert trigger.
+
+-- "Is there due work of this type?" and the pending-types skip scan use jobs_claim_idx, which has
+-- the same leading column and predicate; a second index on pending rows cost every enqueue, retry
+-- and snooze an index insert (8% of a bulk enqueue).
+drop index {{ s }}.jobs_due_idx;
 
 -- Every attempt of every job: the recorded ones, plus each completed job's final attempt.
 create view {{ s }}.job_history with (security_invoker = true) as
@@ -128,6 +134,57 @@ begin
         end if;
         -- The holder of the key finished between our insert and our look-up: insert again.
     end loop;
+end
+$$;
+
+-- Bulk enqueue as the Python client sends it: types and payloads as JSON documents (types: an array,
+-- or one string for all), the other columns as arrays (null = defaults). Without idempotency keys
+-- the rows are inserted straight from the documents (no jsonb[] built in between: 10% of a
+-- 1,000-job batch); with keys it is enqueue_many. Returns the ids in input order.
+create function {{ s }}.enqueue_json(
+    p_types jsonb,
+    p_payloads jsonb,
+    p_priority int[] default null,
+    p_run_at timestamptz[] default null,
+    p_max_attempts int[] default null,
+    p_idempotency_key text[] default null
+) returns setof uuid
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_ids uuid[];
+    v_one text;
+begin
+    if jsonb_typeof(p_payloads) is distinct from 'array' or jsonb_typeof(p_types) not in ('array', 'string') then
+        raise exception 'jobkit.enqueue_json: p_payloads must be a JSON array, p_types a JSON array or string'
+            using errcode = '22023';
+    end if;
+    if jsonb_typeof(p_types) = 'array' and jsonb_array_length(p_types) <> jsonb_array_length(p_payloads) then
+        raise exception 'jobkit.enqueue_json: p_types and p_payloads must have the same length'
+            using errcode = '22023';
+    end if;
+    if p_idempotency_key is not null and cardinality(array_remove(p_idempotency_key, null)) > 0 then
+        return query select e.id from {{ s }}.enqueue_many(
+            case when jsonb_typeof(p_types) = 'string'
+                 then array_fill(p_types #>> '{}', array[jsonb_array_length(p_payloads)])
+                 else array(select jsonb_array_elements_text(p_types)) end,
+            array(select jsonb_array_elements(p_payloads)),
+            p_priority, p_run_at, p_max_attempts, p_idempotency_key) e
+        order by e.ord;
+        return;
+    end if;
+    -- Ids are drawn first, so they come back in input order whatever order the insert runs in.
+    v_ids := array(select gen_random_uuid() from generate_series(1, jsonb_array_length(p_payloads)));
+    v_one := case when jsonb_typeof(p_types) = 'string' then p_types #>> '{}' end;
+    insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts)
+    select v_ids[i.n], i.type, i.payload, coalesce(p_priority[i.n], 0), coalesce(p_run_at[i.n], now()),
+           coalesce(p_max_attempts[i.n], t.max_attempts, d.max_attempts)
+    from (
+        select e.n, coalesce(v_one, p_types ->> (e.n - 1)::int) as type, e.v as payload
+        from jsonb_array_elements(p_payloads) with ordinality as e(v, n)
+    ) i
+    cross join (select x.max_attempts from {{ s }}.job_types x where x.type = '*') d
+    left join {{ s }}.job_types t on t.type = i.type;
+    return query select u.id from unnest(v_ids) as u(id);
 end
 $$;
 

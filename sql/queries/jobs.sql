@@ -7,15 +7,13 @@ select {{ s }}.enqueue(%(type)s, %(payload)s, %(priority)s,
                        %(max_attempts)s, %(idempotency_key)s) as id
 
 -- name: enqueue_many
--- Payloads arrive as one JSON array; run_at wins over now() + delay, element by element.
-select ord, id from {{ s }}.enqueue_many(
-    %(types)s,
-    (select array_agg(e.v order by e.n) from jsonb_array_elements(%(payloads)s::jsonb) with ordinality as e(v, n)),
-    %(priorities)s,
+-- Types and payloads travel as JSON documents (the types as one string when they are all the same);
+-- run_at wins over now() + delay, element by element. Ids come back in input order.
+select e.id from {{ s }}.enqueue_json(
+    %(types)s::jsonb, %(payloads)s::jsonb, %(priorities)s,
     (select array_agg(coalesce(u.r, now() + coalesce(u.d, '0')) order by u.o)
      from unnest(%(run_ats)s::timestamptz[], %(delays)s::interval[]) with ordinality as u(r, d, o)),
-    %(max_attempts)s, %(idempotency_keys)s)
-order by ord
+    %(max_attempts)s, %(idempotency_keys)s) as e(id)
 
 -- name: pick_jobs
 select * from {{ s }}.pick_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s)

@@ -16,7 +16,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql as pgsql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
 from ..exceptions import ConnectionFailed, DatabaseError, PrerequisiteError
@@ -56,6 +56,11 @@ class Session:
 
     def all(self, sql: str, params: Params = None) -> list[Row]:
         with _translated(), self._conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(_q(sql), params).fetchall()
+
+    def tuples(self, sql: str, params: Params = None) -> list[tuple[Any, ...]]:
+        """Rows as plain tuples in the query's column order (no dict per row)."""
+        with _translated(), self._conn.cursor(row_factory=tuple_row) as cur:
             return cur.execute(_q(sql), params).fetchall()
 
     def one(self, sql: str, params: Params = None) -> Row | None:

@@ -30,7 +30,7 @@ JOBKIT = System(
     key="jobkit", name="jobkit",
     settings=("Drainer + PostgresBackend (psycopg pool, max_size 4), async no-op handler; claims of "
               f"{DrainConfig(1).batch_size} (jobkit.claim_jobs), window = concurrency x prefetch with "
-              "prefetch = ceil(2 x batch / concurrency), completions group-committed (jobkit.complete_jobs); "
+              "prefetch = ceil(4 x batch / concurrency), completions group-committed (jobkit.complete_jobs); "
               f"c=1: {DrainConfig(1).describe()}; c=16: {DrainConfig(16).describe()}. "
               "Latency: Listener on the insert trigger's NOTIFY (transport notify)."),
     enqueue_single=jk.enqueue_single, enqueue_bulk=jk.enqueue_bulk,

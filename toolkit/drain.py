@@ -90,7 +90,7 @@ class Drainer:
         self.worker_id = worker_id or f"{socket.gethostname()}:{uuid.uuid4().hex[:8]}"
         self._free = concurrency
         self._threads = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="jobkit-job")
-        self._running: dict[UUID, _Running] = {}
+        self._running: set[_Running] = set()  # claimed and not yet settled (identity-hashed)
         self._live: list[_Drain] = []
         self._changed = asyncio.Event()
         self._stopping = False
@@ -131,7 +131,7 @@ class Drainer:
                 now = loop.time()
                 for job in jobs:
                     running = _Running(job, d, lease, now)
-                    self._running[job.id] = running
+                    self._running.add(running)
                     d.queue.append(running)
                 self._spawn(d)
             await self._settle(d)
@@ -150,7 +150,7 @@ class Drainer:
                 await self.backend.release([(r.job.id, r.job.attempts) for r in leftovers])
             )
             for r in leftovers:
-                self._running.pop(r.job.id, None)
+                self._running.discard(r)
 
     def _builtin(self, job_type: str) -> Handler | None:
         """`jobkit doctor --ping` enqueues jobkit.ping: every worker answers it."""
@@ -175,11 +175,11 @@ class Drainer:
             await asyncio.wait(runners, timeout=grace.total_seconds())
         for task in runners:
             task.cancel()
-        late = [r for r in self._running.values() if r.state == "running"]
+        late = [r for r in self._running if r.state == "running"]
         leftovers = [(r.job.id, r.job.attempts) for r in (*waiting, *late)]
         released = await self.backend.release(leftovers) if leftovers else set()
         for r in (*waiting, *late):
-            self._running.pop(r.job.id, None)
+            self._running.discard(r)
         await self._wait_settled(10.0)
         self._tending.stop()
         self._threads.shutdown(wait=False, cancel_futures=True)
@@ -312,10 +312,11 @@ class Drainer:
                    error: BaseException | None) -> None:
         if error is not None:
             log.error("recording %d completions failed (their leases will expire): %s", len(batch), error)
+        everyone = accepted is not None and len(accepted) == len(batch)  # the usual case: no lookups
         for r in batch:
             if r.state == "refused":
                 continue
-            if accepted is not None and r.job.id in accepted:
+            if everyone or (accepted is not None and r.job.id in accepted):
                 r.drain.summary.completed += 1
             elif error is None:
                 r.drain.summary.lost += 1
@@ -348,5 +349,5 @@ class Drainer:
 
     def _settled(self, running: _Running) -> None:
         running.drain.unsettled -= 1
-        self._running.pop(running.job.id, None)
+        self._running.discard(running)
         self._changed.set()

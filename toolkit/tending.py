@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Any, Protocol
-from uuid import UUID
 
 from .backends import Backend
 
@@ -35,7 +34,7 @@ class Tended(Protocol):
 
 
 class Tending:
-    def __init__(self, running: Mapping[UUID, Tended], backend: Backend, *, tick: float) -> None:
+    def __init__(self, running: Collection[Tended], backend: Backend, *, tick: float) -> None:
         self._running = running
         self._backend = backend
         self.tick = tick
@@ -62,7 +61,7 @@ class Tending:
 
     def abandon_overdue(self, now: float) -> int:
         """Cancel the runners of jobs past their deadline; returns how many."""
-        overdue = [r for r in self._running.values()
+        overdue = [r for r in self._running
                    if r.state == "running" and not r.timed_out and now >= r.deadline and r.task]
         for r in overdue:
             r.timed_out = True
@@ -72,7 +71,7 @@ class Tending:
 
     async def extend_leases(self, now: float) -> None:
         """Extend the leases with a third or less left, one statement per lease length."""
-        due = [r for r in self._running.values() if now - r.extended_at >= r.lease.total_seconds() / 3]
+        due = [r for r in self._running if now - r.extended_at >= r.lease.total_seconds() / 3]
         for lease in {r.lease for r in due}:
             group = [r for r in due if r.lease == lease]
             try:

@@ -37,7 +37,7 @@ class PostgresBackend:
         return [Claimed._make(r) for r in rows]
 
     async def complete(self, done: Sequence[Done]) -> set[UUID]:
-        return {r["id"] for r in await self.pool.all(self.q["complete_jobs"], complete_params(done))}
+        return {r[0] for r in await self.pool.tuples(self.q["complete_jobs"], complete_params(done))}
 
     async def fail(self, failures: Sequence[Failure]) -> dict[UUID, str]:
         rows = await self.pool.all(self.q["fail_jobs"], fail_params(failures))

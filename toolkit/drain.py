@@ -248,6 +248,9 @@ class Drainer:
                 me.uncancel()
                 ok, value = False, TimeoutError(
                     f"handler timed out after {timeout:g}s; the attempt was abandoned")
+            else:
+                if running.timed_out and me is not None and me.cancelling():
+                    me.uncancel()  # the handler swallowed the cancellation and finished anyway
             running.state = "recording"
             self._record(running, ok, value)
 

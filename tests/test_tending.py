@@ -1,0 +1,65 @@
+"""Tending: overdue handlers are abandoned (their runner cancelled), leases with a third or less
+left are extended in the database."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from jobkit.backends.postgres import PostgresBackend
+from jobkit.connector import Session
+from jobkit.manager import JobManager, NewJob
+from jobkit.tending import Tending
+
+
+@dataclass(eq=False)
+class _Job:
+    job: Any
+    lease: timedelta
+    extended_at: float
+    state: str = "running"
+    deadline: float = 0.0
+    task: asyncio.Task[None] | None = None
+    timed_out: bool = False
+
+
+def test_only_running_jobs_past_their_deadline_are_abandoned() -> None:
+    async def main() -> list[bool]:
+        sleepers = [asyncio.create_task(asyncio.sleep(10)) for _ in range(3)]
+        overdue = _Job(None, timedelta(minutes=1), 0.0, deadline=5.0, task=sleepers[0])
+        in_time = _Job(None, timedelta(minutes=1), 0.0, deadline=50.0, task=sleepers[1])
+        waiting = _Job(None, timedelta(minutes=1), 0.0, state="waiting", deadline=5.0, task=sleepers[2])
+        tending = Tending({overdue, in_time, waiting}, None, tick=0.1)  # type: ignore[arg-type]
+        assert tending.abandon_overdue(now=10.0) == 1
+        assert tending.abandon_overdue(now=10.0) == 0  # never twice
+        await asyncio.sleep(0)
+        flags = [overdue.timed_out, in_time.timed_out, waiting.timed_out]
+        for t in sleepers:
+            t.cancel()
+        return flags + [sleepers[0].cancelled()]
+
+    assert asyncio.run(main()) == [True, False, False, True]
+
+
+def test_leases_with_a_third_or_less_left_are_extended(
+    db_url: str, manager: JobManager, session: Session
+) -> None:
+    manager.enqueue_many([NewJob("t", {"i": i}) for i in range(2)])
+    stale, fresh = manager.pick("t", 2, "w", timedelta(seconds=30))
+
+    async def main() -> None:
+        backend = PostgresBackend(db_url)
+        await backend.open()
+        try:
+            jobs = {_Job(stale, timedelta(minutes=10), extended_at=0.0),
+                    _Job(fresh, timedelta(minutes=10), extended_at=500.0)}
+            await Tending(jobs, backend, tick=0.1).extend_leases(now=500.0)  # 500 s >= 600 s / 3
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
+    left = {r["id"]: r["left"] for r in session.all(
+        "select id, lease_expires_at - now() as left from jobkit.jobs")}
+    assert left[stale.id] > timedelta(minutes=9) and left[fresh.id] <= timedelta(seconds=30)

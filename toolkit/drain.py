@@ -19,48 +19,18 @@ import socket
 import uuid
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
-from uuid import UUID
 
 from .backends import Backend
 from .context import JobContext
-from .exceptions import ConnectionFailed
-from .groupcommit import GroupCommit
-from .handlers import Handler, Permanent, RateLimited, Registry
-from .jobs import Claimed
-from .outcomes import DrainSummary, failure, plain
+from .handlers import Handler, Permanent, Registry
+from .outcomes import DrainSummary, plain
+from .recording import DrainState, Recorder, Running
 from .tending import Tending
 
 log = logging.getLogger("jobkit.worker")
 UNKNOWN_LEASE = timedelta(minutes=5)
-
-
-@dataclass(slots=True, eq=False)
-class _Running:
-    """A claimed job until its outcome is recorded: waiting for a slot, running, or recording."""
-
-    job: Claimed
-    drain: _Drain
-    lease: timedelta
-    extended_at: float
-    state: str = "waiting"
-    deadline: float = 0.0  # loop time after which the attempt is abandoned
-    task: asyncio.Task[None] | None = None  # the runner running it
-    timed_out: bool = False
-    outcome: Any = None  # the result to store, or the Failure to record
-
-
-@dataclass(eq=False)
-class _Drain:
-    """One drain's claimed jobs waiting for a slot, its runners and its unsettled records."""
-
-    summary: DrainSummary
-    handler: Handler | None
-    queue: deque[_Running] = field(default_factory=deque)
-    runners: set[asyncio.Task[None]] = field(default_factory=set)
-    unsettled: int = 0  # outcomes handed to a statement that has not returned yet
 
 
 class Drainer:
@@ -90,13 +60,11 @@ class Drainer:
         self.worker_id = worker_id or f"{socket.gethostname()}:{uuid.uuid4().hex[:8]}"
         self._free = concurrency
         self._threads = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="jobkit-job")
-        self._running: set[_Running] = set()  # claimed and not yet settled (identity-hashed)
-        self._live: list[_Drain] = []
+        self._running: set[Running] = set()  # claimed and not yet settled (identity-hashed)
+        self._live: list[DrainState] = []
         self._changed = asyncio.Event()
         self._stopping = False
-        self._completer: GroupCommit[_Running, set[UUID]] = GroupCommit(self._complete, self._completed)
-        self._failer: GroupCommit[_Running, dict[UUID, str]] = GroupCommit(self._fail, self._failed)
-        self._tasks: set[asyncio.Future[Any]] = set()  # snoozes in flight
+        self._recorder = Recorder(backend, self._settled)
         shortest = min((h.timeout.total_seconds() for h in registry), default=60.0)
         self._tending = Tending(self._running, backend, tick=min(0.5, max(0.02, shortest / 10)))
 
@@ -112,7 +80,7 @@ class Drainer:
         loop = asyncio.get_running_loop()
         handler = self.registry.get(job_type) or self._builtin(job_type)
         lease = handler.lease if handler else UNKNOWN_LEASE
-        d = _Drain(DrainSummary(job_type), handler)
+        d = DrainState(DrainSummary(job_type), handler)
         self._live.append(d)
         deadline = loop.time() + budget.total_seconds()
         limit = max_jobs if max_jobs is not None else 2**31
@@ -130,7 +98,7 @@ class Drainer:
                 d.summary.claimed += len(jobs)
                 now = loop.time()
                 for job in jobs:
-                    running = _Running(job, d, lease, now)
+                    running = Running(job, d, lease, now)
                     self._running.add(running)
                     d.queue.append(running)
                 self._spawn(d)
@@ -139,7 +107,7 @@ class Drainer:
             self._live.remove(d)
         return d.summary
 
-    async def _settle(self, d: _Drain) -> None:
+    async def _settle(self, d: DrainState) -> None:
         """Wait until every job this drain claimed ran (or was released) and its record returned."""
         while d.runners or d.unsettled or (d.queue and not self._stopping):
             self._spawn(d)
@@ -193,7 +161,7 @@ class Drainer:
         except TimeoutError:
             log.warning("shutdown: some outcomes were still being recorded after %.0fs", timeout)
 
-    async def _room(self, d: _Drain) -> int:
+    async def _room(self, d: DrainState) -> int:
         """Wait until at least half the claim window is free (or nothing of this drain is left)."""
         threshold = max(1, self.window // 2)
         while True:
@@ -207,7 +175,7 @@ class Drainer:
         self._changed.clear()
         await self._changed.wait()
 
-    def _spawn(self, d: _Drain) -> None:
+    def _spawn(self, d: DrainState) -> None:
         """Start runners for queued jobs while slots are free (never more runners than jobs)."""
         while d.queue and self._free > 0 and len(d.runners) < len(d.queue) and not self._stopping:
             self._free -= 1
@@ -215,7 +183,7 @@ class Drainer:
             d.runners.add(task)
             task.add_done_callback(functools.partial(self._runner_done, d))
 
-    def _runner_done(self, d: _Drain, task: asyncio.Task[None]) -> None:
+    def _runner_done(self, d: DrainState, task: asyncio.Task[None]) -> None:
         d.runners.discard(task)
         self._free += 1
         self._changed.set()
@@ -232,7 +200,7 @@ class Drainer:
         await asyncio.sleep(wait)
         return True
 
-    async def _runner(self, d: _Drain) -> None:
+    async def _runner(self, d: DrainState) -> None:
         me = asyncio.current_task()
         loop = asyncio.get_running_loop()
         handler = d.handler
@@ -252,9 +220,9 @@ class Drainer:
                 if running.timed_out and me is not None and me.cancelling():
                     me.uncancel()  # the handler swallowed the cancellation and finished anyway
             running.state = "recording"
-            self._record(running, ok, value)
+            self._recorder.record(running, ok, value)
 
-    async def _execute(self, running: _Running, handler: Handler | None) -> tuple[bool, Any]:
+    async def _execute(self, running: Running, handler: Handler | None) -> tuple[bool, Any]:
         """(True, the handler's result) or (False, the exception that ended the attempt)."""
         job = running.job
         if handler is None:
@@ -280,77 +248,6 @@ class Drainer:
             return False, exc
         return True, result
 
-    def _record(self, running: _Running, ok: bool, value: Any) -> None:
-        """Hand the outcome to its group commit; the job leaves the window when it returns."""
-        running.drain.unsettled += 1
-        if ok:
-            running.outcome = value
-            self._completer.submit(running)
-        elif isinstance(value, RateLimited):
-            task = asyncio.ensure_future(self._snooze(running, value))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        else:
-            running.outcome = failure(running.job, running.drain.handler, value)
-            self._failer.submit(running)
-
-    async def _complete(self, batch: list[_Running]) -> set[UUID]:
-        try:
-            return await self.backend.complete([(r.job.id, r.job.attempts, r.outcome) for r in batch])
-        except ConnectionFailed:
-            raise
-        except Exception as exc:  # noqa: BLE001 - one result the database refuses must not sink the rest
-            if len(batch) > 1:  # find it: one statement each
-                accepted: set[UUID] = set()
-                for r in batch:
-                    accepted |= await self._complete([r])
-                return accepted
-            r = batch[0]  # say, \u0000 in a string: the attempt fails instead (its failer settles it)
-            r.state = "refused"
-            r.outcome = failure(r.job, r.drain.handler, Permanent(f"the result cannot be stored: {exc}"))
-            self._failer.submit(r)
-            return set()
-
-    def _completed(self, batch: list[_Running], accepted: set[UUID] | None,
-                   error: BaseException | None) -> None:
-        if error is not None:
-            log.error("recording %d completions failed (their leases will expire): %s", len(batch), error)
-        everyone = accepted is not None and len(accepted) == len(batch)  # the usual case: no lookups
-        for r in batch:
-            if r.state == "refused":
-                continue
-            if everyone or (accepted is not None and r.job.id in accepted):
-                r.drain.summary.completed += 1
-            elif error is None:
-                r.drain.summary.lost += 1
-            self._settled(r)
-
-    async def _fail(self, batch: list[_Running]) -> dict[UUID, str]:
-        return await self.backend.fail([r.outcome for r in batch])
-
-    def _failed(self, batch: list[_Running], statuses: dict[UUID, str] | None,
-                error: BaseException | None) -> None:
-        if error is not None:
-            log.error("recording %d failures failed (their leases will expire): %s", len(batch), error)
-        for r in batch:
-            if statuses is not None and r.job.id in statuses:
-                r.drain.summary.failed += 1
-            elif error is None:
-                r.drain.summary.lost += 1
-            self._settled(r)
-
-    async def _snooze(self, running: _Running, limited: RateLimited) -> None:
-        try:
-            snoozed = await self.backend.snooze(running.job.id, running.job.attempts, limited.retry_after)
-        except Exception as exc:  # noqa: BLE001 - the lease expires and the sweep retries it
-            log.error("snoozing job %s failed: %s", running.job.id, exc)
-        else:
-            running.drain.summary.snoozed += snoozed
-            running.drain.summary.lost += not snoozed
-        finally:
-            self._settled(running)
-
-    def _settled(self, running: _Running) -> None:
-        running.drain.unsettled -= 1
+    def _settled(self, running: Running) -> None:
         self._running.discard(running)
         self._changed.set()

@@ -102,7 +102,8 @@ class JobManager:
         return UUID(str(self.session.scalar(self.q["enqueue"], enqueue_params(job))))
 
     def enqueue_many(self, jobs: Sequence[NewJob]) -> list[UUID]:
-        return [r[0] for r in self.session.tuples(self.q["enqueue_many"], enqueue_many_params(jobs))]
+        rows = self.session.tuples(self.q["enqueue_many"], enqueue_many_params(jobs), binary=True)
+        return [r[0] for r in rows]
 
     def pick(self, job_type: str, limit: int, worker: str, lease: timedelta) -> list[Job]:
         rows = self.session.all(

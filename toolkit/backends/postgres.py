@@ -32,7 +32,7 @@ class PostgresBackend:
 
     async def claim(self, job_type: str, limit: int, worker: str, lease: timedelta,
                     rate_key: str | None) -> list[Claimed]:
-        rows = await self.pool.tuples(self.q["claim_jobs"], {
+        rows = await self.pool.tuples(self.q["claim_jobs"], binary=True, params={
             "type": job_type, "limit": limit, "worker": worker, "lease": lease, "rate_key": rate_key})
         return [Claimed._make(r) for r in rows]
 

@@ -45,6 +45,13 @@ def test_grant_to_anon_added_by_hand(healthy: str, session: Session) -> None:
     assert result.exit_code == 3 and "grants" in result.output
 
 
+def test_grant_on_the_history_view_is_caught(healthy: str, session: Session) -> None:
+    session.execute("grant select on jobkit.job_history to authenticated")
+    check = _checks(healthy)["grants"]
+    assert check.status == FAIL and "authenticated has privileges on table jobkit.job_history" in check.detail
+    assert check.fix.startswith("revoke all on table jobkit.job_history from authenticated")
+
+
 def test_schema_behind(healthy: str, session: Session) -> None:
     session.execute("delete from jobkit.schema_migrations where version = (select max(version) "
                     "from jobkit.schema_migrations)")

@@ -11,7 +11,8 @@ API_ROLES = ("anon", "authenticated")
 
 def _objects(session: Session) -> tuple[list[str], list[str]]:
     tables = [r["t"] for r in session.all(
-        "select format('%I.%I', schemaname, tablename) as t from pg_tables where schemaname = 'jobkit'")]
+        "select format('%I.%I', schemaname, tablename) as t from pg_tables where schemaname = 'jobkit' "
+        "union all select format('%I.%I', schemaname, viewname) from pg_views where schemaname = 'jobkit'")]
     functions = [r["f"] for r in session.all(
         "select p.oid::regprocedure::text as f from pg_proc p "
         "join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'jobkit'")]
@@ -20,7 +21,7 @@ def _objects(session: Session) -> tuple[list[str], list[str]]:
 
 def test_catalog_denies_api_roles_everything(session: Session) -> None:
     tables, functions = _objects(session)
-    assert len(tables) >= 4 and len(functions) >= 15
+    assert len(tables) >= 4 and "jobkit.job_history" in tables and len(functions) >= 15
     for role in API_ROLES:
         assert not session.scalar("select has_schema_privilege(%s, 'jobkit', 'USAGE')", (role,))
         for table in tables:
@@ -39,6 +40,7 @@ def test_catalog_denies_api_roles_everything(session: Session) -> None:
     "select * from jobkit.pick_jobs('t', 1, 'w', interval '1 minute')",
     "select * from jobkit.jobs",
     "select * from jobkit.job_attempts",
+    "select * from jobkit.job_history",
     "insert into jobkit.jobs (type, payload) values ('t', '{}')",
     "select jobkit.sweep_dead()",
 ])

@@ -83,14 +83,14 @@ select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
 where n.nspname = %(schema)s and c.relkind = 'r' and not c.relrowsecurity order by 1
 
 -- name: doctor_api_grants
--- Every privilege anon or authenticated holds on jobkit's schema, tables or functions.
+-- Every privilege anon or authenticated holds on jobkit's schema, tables, views or functions.
 select r.rolname as role, 'schema ' || %(schema)s as object
 from pg_roles r where r.rolname in ('anon', 'authenticated')
   and has_schema_privilege(r.oid, %(schema)s, 'USAGE')
 union all
-select r.rolname, 'table ' || c.oid::regclass::text
+select r.rolname, 'table ' || c.oid::regclass::text  -- (GRANT and REVOKE call views tables too)
 from pg_roles r cross join pg_class c join pg_namespace n on n.oid = c.relnamespace
-where r.rolname in ('anon', 'authenticated') and n.nspname = %(schema)s and c.relkind = 'r'
+where r.rolname in ('anon', 'authenticated') and n.nspname = %(schema)s and c.relkind in ('r', 'v')
   and (has_table_privilege(r.oid, c.oid, 'SELECT') or has_table_privilege(r.oid, c.oid, 'INSERT')
        or has_table_privilege(r.oid, c.oid, 'UPDATE') or has_table_privilege(r.oid, c.oid, 'DELETE'))
 union all

@@ -13,12 +13,13 @@ $$;
 create extension if not exists pgtap with schema extensions;
 set local search_path = extensions, public;
 
-select plan(43);
+select plan(44);
 
 -- The schema and every table.
 select has_schema('jobkit', 'schema jobkit exists');
 select has_table('jobkit'::name, 'jobs'::name, 'table jobkit.jobs exists');
 select has_table('jobkit'::name, 'job_attempts'::name, 'table jobkit.job_attempts exists');
+select has_view('jobkit'::name, 'job_history'::name, 'view jobkit.job_history exists');
 select has_table('jobkit'::name, 'job_types'::name, 'table jobkit.job_types exists');
 select has_table('jobkit'::name, 'settings'::name, 'table jobkit.settings exists');
 select has_table('jobkit'::name, 'secrets'::name, 'table jobkit.secrets exists');

@@ -28,7 +28,7 @@ begin
 end
 $$;
 
-select plan(46);
+select plan(48);
 
 -- RLS is enabled on every table jobkit has (the named ones and any a later migration adds).
 select results_eq(
@@ -70,6 +70,9 @@ select table_privs_are('jobkit', 'schema_migrations', 'anon', array[]::text[],
 select table_privs_are('jobkit', 'jobs', 'authenticated', array[]::text[], 'authenticated: no privilege on jobs');
 select table_privs_are('jobkit', 'job_attempts', 'authenticated', array[]::text[],
     'authenticated: no privilege on job_attempts');
+select table_privs_are('jobkit', 'job_history', 'anon', array[]::text[], 'anon: no privilege on job_history');
+select table_privs_are('jobkit', 'job_history', 'authenticated', array[]::text[],
+    'authenticated: no privilege on job_history');
 select table_privs_are('jobkit', 'job_types', 'authenticated', array[]::text[],
     'authenticated: no privilege on job_types');
 select table_privs_are('jobkit', 'settings', 'authenticated', array[]::text[],

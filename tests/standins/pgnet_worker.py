@@ -60,6 +60,7 @@ class PgNetStandIn:
         self.url, self.batch_size, self.ttl, self.poll_interval = url, batch_size, ttl, poll_interval
         self.error: BaseException | None = None  # what stopped the worker thread, if it crashed
         self._stop = threading.Event()
+        self._connected = threading.Event()  # set once the worker's connection is open
         self._thread: threading.Thread | None = None
 
     def install(self) -> None:
@@ -71,9 +72,12 @@ class PgNetStandIn:
         if self.running:
             return self
         self._stop.clear()
+        self._connected.clear()
         self.error = None
         self._thread = threading.Thread(target=self._run, name=APPLICATION_NAME, daemon=True)
         self._thread.start()
+        # Like pg_net's background worker, it is visible in pg_stat_activity once started.
+        self._connected.wait(10.0)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -82,8 +86,21 @@ class PgNetStandIn:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+            self._wait_gone(timeout)
         if self.error is not None:
             raise RuntimeError(f"the pg_net stand-in worker crashed: {self.error!r}") from self.error
+
+    def _wait_gone(self, timeout: float) -> None:
+        """A backend leaves pg_stat_activity a moment after its client disconnects: wait for it, so
+        that whoever checks next sees the worker stopped."""
+        deadline = time.monotonic() + timeout
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while time.monotonic() < deadline and conn.execute(
+                "select exists (select 1 from pg_stat_activity"
+                " where application_name = %s and datname = current_database())",
+                (APPLICATION_NAME,),
+            ).fetchone() == (True,):
+                time.sleep(0.01)
 
     @property
     def running(self) -> bool:
@@ -128,6 +145,7 @@ class PgNetStandIn:
             ):  # pg_net sends its own User-Agent only
                 client.headers.pop(default, None)
             with psycopg.connect(self.url, autocommit=True, application_name=APPLICATION_NAME) as conn:
+                self._connected.set()
                 expired_at = 0.0
                 while not self._stop.is_set():
                     if time.monotonic() - expired_at >= 1.0:

@@ -24,7 +24,7 @@ def test_eight_workers_process_twenty_thousand_jobs_exactly_once(db: Database) -
         for start in range(0, TOTAL, 5000):
             manager.enqueue_many(jobs[start:start + 5000])
         s.execute("analyze jobkit.jobs")
-    claims: list[tuple[int, str, UUID, int]] = []  # (claim sequence, type, id, priority)
+    claims: list[tuple[int, int, str, UUID, int]] = []  # (sent at, returned at, type, id, priority)
     lock = threading.Lock()
     sequence = itertools.count()
     errors: list[BaseException] = []
@@ -37,10 +37,12 @@ def test_eight_workers_process_twenty_thousand_jobs_exactly_once(db: Database) -
                 while idle < len(TYPES):
                     idle = 0
                     for job_type in TYPES:
+                        with lock:
+                            sent = next(sequence)
                         batch = m.pick(job_type, 50, name, timedelta(minutes=5))
                         with lock:
-                            seq = next(sequence)
-                            claims.extend((seq, job_type, j.id, j.priority) for j in batch)
+                            returned = next(sequence)
+                            claims.extend((sent, returned, job_type, j.id, j.priority) for j in batch)
                         if not batch:
                             idle += 1
                             continue
@@ -56,7 +58,7 @@ def test_eight_workers_process_twenty_thousand_jobs_exactly_once(db: Database) -
         t.join()
     assert not errors, errors
 
-    claimed = Counter(c[2] for c in claims)
+    claimed = Counter(c[3] for c in claims)
     assert len(claimed) == TOTAL and set(claimed.values()) == {1}
     with db.session() as s:
         rows = s.all("select status, count(*) as n, min(attempts) as lo, max(attempts) as hi "
@@ -70,15 +72,17 @@ def test_eight_workers_process_twenty_thousand_jobs_exactly_once(db: Database) -
     _assert_priority_order(claims)
 
 
-def _assert_priority_order(claims: list[tuple[int, str, UUID, int]]) -> None:
-    """Within a type, a job of higher priority is never claimed after a lower one, except by claims
-    running at the same moment (at most one in flight per other worker)."""
+def _assert_priority_order(claims: list[tuple[int, int, str, UUID, int]]) -> None:
+    """Within a type, no claim sent after a claim of lower-priority jobs had returned finds a
+    higher-priority job: by then every such job was claimed or locked by a claim in flight (which
+    claims it). Sequence numbers are taken under one lock just before sending and just after the
+    return, so they order those moments in real time whatever the threads' scheduling."""
     for job_type in TYPES:
-        mine = [c for c in claims if c[1] == job_type]
+        mine = [c for c in claims if c[2] == job_type]
         for high, low in itertools.combinations(sorted(PRIORITIES, reverse=True), 2):
-            last_high = max(c[0] for c in mine if c[3] == high)
-            first_low = min(c[0] for c in mine if c[3] == low)
-            assert last_high <= first_low + WORKERS * len(TYPES), (job_type, high, low)
+            last_high_sent = max(c[0] for c in mine if c[4] == high)
+            first_low_returned = min(c[1] for c in mine if c[4] == low)
+            assert last_high_sent < first_low_returned, (job_type, high, low)
 
 
 def test_concurrent_enqueues_with_one_key_create_one_job(db: Database) -> None:

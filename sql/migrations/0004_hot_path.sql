@@ -44,14 +44,16 @@ begin
 end
 $$;
 
--- The claim, with the type's rate-limit key read in place and the unlimited case in one statement.
+-- The claim, with the type's rate-limit key read in place and the claim statement inline (0003
+-- called _claim, a nested SET search_path function). A rate-limited claim first takes tokens for the
+-- due jobs it can see and gives back the ones it did not use.
 create or replace function {{ s }}.claim_jobs(
     p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text default null
 ) returns setof {{ s }}.jobs
 language plpgsql volatile set search_path = '' as $$
 declare
     v_key text := p_rate_key;
-    v_tokens int;
+    v_limit int := greatest(p_limit, 0);
     v_claimed int;
 begin
     if p_lease is null or p_lease < interval '1 second' then
@@ -61,38 +63,41 @@ begin
         v_key := (select t.rate_limit from {{ s }}.job_types t where t.type in (p_type, '*')
                   order by t.type = '*' limit 1);
     end if;
-    if v_key is null then
-        return query
-        with claimed as (
-            update {{ s }}.jobs j
-            set status = 'processing', attempts = j.attempts + 1, started_at = now(),
-                lease_expires_at = now() + p_lease, worker_id = p_worker, updated_at = now()
-            where j.id = any (array(
-                select c.id from {{ s }}.jobs c
-                where c.type = p_type and c.status = 'pending' and c.scheduled_for <= now()
-                order by c.priority desc, c.scheduled_for
-                limit greatest(p_limit, 0)
-                for update skip locked
-            ))
-            returning j.*
-        )
-        select * from claimed c order by c.priority desc, c.scheduled_for;
-        return;
+    if v_key is not null then
+        -- Take tokens only for jobs that exist: count the due ones first (cheap, bounded by p_limit).
+        select count(*) into v_claimed from (
+            select 1 from {{ s }}.jobs j
+            where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now() limit v_limit
+        ) due;
+        v_limit := {{ s }}.take_tokens(v_key, v_claimed);
+        if v_limit = 0 then
+            return;
+        end if;
     end if;
-    -- Take tokens only for jobs that exist: count the due ones first (cheap, bounded by p_limit).
-    select count(*) into v_claimed from (
-        select 1 from {{ s }}.jobs j
-        where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now() limit p_limit
-    ) due;
-    v_tokens := {{ s }}.take_tokens(v_key, v_claimed);
-    if v_tokens = 0 then
-        return;
+    return query
+    with claimed as (
+        update {{ s }}.jobs j
+        set status = 'processing', attempts = j.attempts + 1, started_at = now(),
+            lease_expires_at = now() + p_lease, worker_id = p_worker, updated_at = now()
+        where j.id = any (array(
+            select c.id from {{ s }}.jobs c
+            where c.type = p_type and c.status = 'pending' and c.scheduled_for <= now()
+            order by c.priority desc, c.scheduled_for
+            limit v_limit
+            for update skip locked
+        ))
+        returning j.*
+    )
+    select * from claimed c order by c.priority desc, c.scheduled_for;
+    if v_key is not null then
+        get diagnostics v_claimed = row_count;
+        perform {{ s }}.return_tokens(v_key, v_limit - v_claimed);
     end if;
-    return query select * from {{ s }}._claim(p_type, v_tokens, p_worker, p_lease);
-    get diagnostics v_claimed = row_count;
-    perform {{ s }}.return_tokens(v_key, v_tokens - v_claimed);
 end
 $$;
+
+-- Nothing calls it any more.
+drop function {{ s }}._claim(text, int, text, interval);
 
 -- enqueue as in 0001, with the type's max_attempts read in place.
 create or replace function {{ s }}.enqueue(

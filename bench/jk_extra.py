@@ -13,7 +13,7 @@ from jobkit.backends.postgres import PostgresBackend
 from jobkit.connector import Database
 from jobkit.drain import Drainer
 from jobkit.handlers import Registry
-from jobkit.listen import Listener
+from jobkit.endpoint import EndpointOptions, WorkerEndpoint
 from jobkit.manager import JobManager, NewJob, complete_params
 from jobkit.queries import queries
 from psycopg.rows import dict_row
@@ -51,22 +51,19 @@ async def _latency(url: str, rate: float, count: int) -> Sample:
         recorder.hit(payload)
         tally.hit(ctx.id)
 
-    backend = PostgresBackend(url, max_size=4)
-    await backend.open()
-    drainer = Drainer(jobs, backend, concurrency=WORKER.concurrency, batch_size=WORKER.batch_size,
-                      prefetch=WORKER.effective_prefetch)
     channel = str(scalar(url, "select jobkit.setting('channel') #>> '{}'"))
-    listener = Listener(drainer, backend, channel)
-    task = asyncio.create_task(listener.run())
+    options = EndpointOptions(concurrency=WORKER.concurrency, batch_size=WORKER.batch_size,
+                              prefetch=WORKER.effective_prefetch, listen=channel, linger=0.0,
+                              grace=timedelta(seconds=5))
+    endpoint = WorkerEndpoint(jobs, PostgresBackend(url, max_size=4), options)
+    await endpoint.start()
     try:
-        await asyncio.sleep(0.5)  # LISTEN is in place
+        assert endpoint.listener is not None
+        await endpoint.listener.listening.wait()  # LISTEN is in place
         proc = latency.start_paced("bench.jk_extra:single_enqueuer", url, rate, count)
         await latency.wait_done(recorder, proc, timeout=15)
     finally:
-        task.cancel()
-        await drainer.shutdown(grace=timedelta(seconds=5))
-        await listener.wait_idle(5)
-        await backend.close()
+        await endpoint.stop()
     return latency.summarize(recorder, verify.jobkit(url, count, tally), rate)
 
 
@@ -89,7 +86,7 @@ def claim_cost(url: str, due: int, future: int = 0, claims: int = 100, limit: in
     _insert(url, due)
     q = queries("jobkit")
     params = {"type": JOB_TYPE, "limit": limit, "worker": "bench", "lease": timedelta(minutes=5),
-              "rate_key": None}
+              "rate_key": None, "max_attempts": None}
     times: list[float] = []
     claimed = 0
     with psycopg.connect(url, autocommit=True, row_factory=dict_row, prepare_threshold=0) as conn:

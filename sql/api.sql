@@ -31,10 +31,18 @@ create or replace function {{ api }}.enqueue_many(
         p_priority, p_run_at, p_max_attempts, p_idempotency_key)
 $$;
 
+-- Signatures of earlier jobkit versions (a changed return type or argument list needs a drop).
+drop function if exists {{ api }}.claim_jobs(text, int, text, interval, text);
+drop function if exists {{ api }}.fail_jobs(uuid[], int[], text[], interval[], boolean[], int[]);
+drop function if exists {{ api }}.worker_token();
+
 create or replace function {{ api }}.claim_jobs(
-    p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text default null
-) returns setof {{ s }}.jobs language sql volatile set search_path = '' as $$
-    select * from {{ s }}.claim_jobs(p_type, p_limit, p_worker, p_lease, p_rate_key)
+    p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text default null,
+    p_max_attempts int default null
+) returns table (id uuid, type text, attempts int, max_attempts int, priority int, payload jsonb,
+                 idempotency_key text)
+language sql volatile set search_path = '' as $$
+    select * from {{ s }}.claim_jobs(p_type, p_limit, p_worker, p_lease, p_rate_key, p_max_attempts)
 $$;
 
 create or replace function {{ api }}.complete_jobs(p_ids uuid[], p_attempts int[], p_results jsonb)
@@ -45,9 +53,9 @@ $$;
 
 create or replace function {{ api }}.fail_jobs(
     p_ids uuid[], p_attempts int[], p_errors text[], p_retry_in interval[] default null,
-    p_permanent boolean[] default null, p_max_attempts int[] default null
+    p_permanent boolean[] default null
 ) returns table (id uuid, status text) language sql volatile set search_path = '' as $$
-    select * from {{ s }}.fail_jobs(p_ids, p_attempts, p_errors, p_retry_in, p_permanent, p_max_attempts)
+    select * from {{ s }}.fail_jobs(p_ids, p_attempts, p_errors, p_retry_in, p_permanent)
 $$;
 
 create or replace function {{ api }}.snooze_job(p_id uuid, p_attempt int, p_delay interval)
@@ -85,9 +93,20 @@ returns setof text language sql volatile set search_path = '' as $$
     select * from {{ s }}.pending_types()
 $$;
 
-create or replace function {{ api }}.worker_token()
-returns text language sql volatile set search_path = '' as $$
-    select {{ s }}.secret('worker_token')
+create or replace function {{ api }}.next_due_in(p_type text)
+returns float8 language sql volatile set search_path = '' as $$
+    select extract(epoch from {{ s }}.next_due(p_type) - pg_catalog.now())::float8
+$$;
+
+create or replace function {{ api }}.worker_keys()
+returns table (current_secret text, previous_secret text)
+language sql volatile set search_path = '' as $$
+    select * from {{ s }}.worker_keys()
+$$;
+
+create or replace function {{ api }}.ping()
+returns boolean language sql volatile set search_path = '' as $$
+    select true
 $$;
 
 revoke all on all functions in schema {{ api }} from public;

@@ -34,7 +34,7 @@ def fail(payload: Any, ctx: Any) -> None:
     raise RuntimeError(f"upstream refused (attempt {ctx.attempt})")
 
 
-@jobs.handler("e2e.slow", timeout=60, lease=2)
+@jobs.handler("e2e.slow", timeout=60, lease=5)
 async def slow(payload: Any, ctx: Any) -> Any:
     """A side effect guarded by the idempotency key, then a long wait."""
     await asyncio.to_thread(_record, "insert into side_effects (key, job_id) values (%s, %s) "

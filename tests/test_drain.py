@@ -74,7 +74,8 @@ def test_errors_retry_with_traceback_and_history(
     job_id = manager.enqueue(NewJob("boom", {}))
     assert _drain(db_url, jobs, "boom").failed == 1
     job = manager.get(job_id)
-    assert job is not None and job.status == "pending" and job.max_attempts == 5
+    assert job is not None and job.status == "pending" and job.max_attempts is None
+    assert job.handler_max_attempts == 5  # the handler's own, recorded by the claim
     assert "Traceback" in (job.last_error or "") and "ValueError: smtp said no" in (job.last_error or "")
     delay = session.scalar("select scheduled_for - now() from jobkit.jobs where id = %s", (job_id,))
     assert timedelta(seconds=25) < delay < timedelta(seconds=35)
@@ -176,9 +177,9 @@ def test_timeout_abandons_the_attempt(db_url: str, manager: JobManager) -> None:
 def test_long_jobs_heartbeat_past_a_short_lease(db_url: str, manager: JobManager, session: Session) -> None:
     jobs = Registry()
 
-    @jobs.handler("long", timeout=10, lease=2)
+    @jobs.handler("long", timeout=20, lease=5)
     async def long(payload: Any, ctx: Any) -> str:
-        await asyncio.sleep(3.5)
+        await asyncio.sleep(6.5)
         return "done"
 
     job_id = manager.enqueue(NewJob("long", {}))
@@ -186,7 +187,7 @@ def test_long_jobs_heartbeat_past_a_short_lease(db_url: str, manager: JobManager
     async def body(drainer: Drainer) -> DrainSummary:
         task = asyncio.create_task(drainer.drain("long"))
         swept = []
-        for _ in range(6):
+        for _ in range(12):
             await asyncio.sleep(0.6)
             swept += await asyncio.to_thread(manager.sweep_stuck)
         assert swept == []

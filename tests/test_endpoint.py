@@ -1,23 +1,27 @@
-"""The worker endpoint in-process (starlette's TestClient): auth, body validation, 202 + background
-drain, the synchronous mode, health, the token read from the database."""
+"""The worker endpoint in-process (starlette's TestClient): signed wake-ups, body validation, 202 and
+a background drain until the type is empty, due-time timers, the synchronous mode, health with the
+database's state, keys read from the database and their rotation."""
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from jobkit.backends.postgres import PostgresBackend
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
-from jobkit.endpoint import WorkerEndpoint
+from jobkit.endpoint import EndpointOptions, WorkerEndpoint
 from jobkit.handlers import Registry
 from jobkit.manager import JobManager, NewJob
 from jobkit.secrets import set_secrets
+from jobkit.signing import HEADER, sign, signed_headers
 from starlette.testclient import TestClient
 
-TOKEN = "endpoint-token-1234567890"
+SECRET = "endpoint-secret-0123456789abcdef0123456789"
 jobs = Registry()
 
 
@@ -26,99 +30,169 @@ async def echo(payload: Any, ctx: Any) -> Any:
     return payload
 
 
-def _client(db_url: str, **options: Any) -> TestClient:
-    endpoint = WorkerEndpoint(jobs, PostgresBackend(db_url), **options)
-    return TestClient(endpoint.app)
+def _endpoint(db_url: str, **options: Any) -> WorkerEndpoint:
+    return WorkerEndpoint(jobs, PostgresBackend(db_url), EndpointOptions(**options))
 
 
 @pytest.fixture
-def client(db_url: str) -> Iterator[TestClient]:
-    with _client(db_url, token=TOKEN) as c:
+def endpoint(db_url: str) -> WorkerEndpoint:
+    return _endpoint(db_url, secret=SECRET)
+
+
+@pytest.fixture
+def client(endpoint: WorkerEndpoint) -> Iterator[TestClient]:
+    with TestClient(endpoint.app) as c:
         yield c
 
 
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
+def post(client: TestClient, body: dict[str, Any] | bytes, secret: str = SECRET, path: str = "/run",
+         **sign_options: Any) -> Any:
+    raw = body if isinstance(body, bytes) else json.dumps({"nonce": uuid.uuid4().hex, **body}).encode()
+    return client.post(path, content=raw, headers=signed_headers(secret, raw, **sign_options))
 
 
-@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong-token-0000000000"},
-                                     {"Authorization": f"Basic {TOKEN}"}, {"Authorization": TOKEN}])
-def test_missing_or_wrong_token_is_401(client: TestClient, session: Session, headers: dict[str, str]) -> None:
+def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def count(session: Session, status: str) -> int:
+    return int(session.scalar("select count(*) from jobkit.jobs where status = %s", (status,)))
+
+
+@pytest.mark.parametrize("how", ["no header", "wrong secret", "malformed", "expired", "from the future"])
+def test_unsigned_or_badly_signed_calls_are_401(
+    client: TestClient, endpoint: WorkerEndpoint, session: Session, how: str
+) -> None:
     JobManager(session, "jobkit").enqueue(NewJob("echo", {}))
-    response = client.post("/run", json={"type": "echo"}, headers=headers)
-    assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
-    time.sleep(0.2)
-    assert session.scalar("select status from jobkit.jobs") == "pending"
+    raw = json.dumps({"type": "echo"}).encode()
+    headers = {
+        "no header": {},
+        "wrong secret": signed_headers("another-secret-0123456789abcdef01234", raw),
+        "malformed": {HEADER: "t=abc,v1=zz"},
+        "expired": signed_headers(SECRET, raw, t=int(time.time()) - 120),
+        "from the future": signed_headers(SECRET, raw, t=int(time.time()) + 120),
+    }[how]
+    response = client.post("/run", content=raw, headers=headers)
+    assert response.status_code == 401
+    assert endpoint.dispatcher is not None and endpoint.dispatcher.draining == []
+    assert count(session, "pending") == 1
+
+
+def test_a_signed_request_is_used_once(client: TestClient, session: Session) -> None:
+    raw = json.dumps({"type": "echo", "nonce": "n-1"}).encode()
+    headers = signed_headers(SECRET, raw)
+    assert client.post("/run", content=raw, headers=headers).status_code == 202
+    replay = client.post("/run", content=raw, headers=headers)
+    assert replay.status_code == 401 and "already used" in replay.json()["error"]
 
 
 @pytest.mark.parametrize(("body", "status", "message"), [
     (b"{not json", 400, "must be JSON"),
     (b"[1, 2]", 400, "JSON object"),
+    (b"[" * 100_000 + b"]" * 100_000, 413, "larger than"),
+    (b"[" * 5_000 + b"]" * 5_000, 400, "must be JSON"),
     (b'{"max_jobs": 5}', 422, "type must be a non-empty string"),
     (b'{"type": ""}', 422, "type must be a non-empty string"),
     (b'{"type": "echo", "max_jobs": 0}', 422, "max_jobs must be an integer"),
     (b'{"type": "echo", "max_jobs": "5"}', 422, "max_jobs must be an integer"),
     (b'{"type": "echo", "budget_ms": -1}', 422, "budget_ms must be an integer"),
+    (b'{"type": "echo", "at": "soon"}', 422, "at must be a Unix time"),
     (b'{"type": "echo", "colour": "red"}', 422, "unknown field 'colour'"),
 ])
 def test_bad_bodies_are_4xx(client: TestClient, body: bytes, status: int, message: str) -> None:
-    response = client.post("/run", content=body, headers={**AUTH, "Content-Type": "application/json"})
+    response = post(client, body)
     assert response.status_code == status and message in response.json()["error"]
 
 
-def test_accepts_at_once_and_drains_in_the_background(client: TestClient, session: Session) -> None:
-    JobManager(session, "jobkit").enqueue_many([NewJob("echo", {"i": i}) for i in range(30)])
-    response = client.post("/run", json={"type": "echo", "max_jobs": 100, "budget_ms": 5000}, headers=AUTH)
-    assert response.status_code == 202
-    body = response.json()
-    assert body["accepted"] is True and body["type"] == "echo" and body["budget_ms"] == 5000
-    deadline = time.monotonic() + 10
-    while session.scalar("select count(*) from jobkit.jobs where status = 'completed'") < 30:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+def test_one_wake_up_drains_the_whole_backlog(client: TestClient, session: Session) -> None:
+    """One wake-up, many more jobs than a claim takes: all of them run, not just one batch."""
+    JobManager(session, "jobkit").enqueue_many([NewJob("echo", {"i": i}) for i in range(450)])
+    response = post(client, {"type": "echo", "budget_ms": 5000})
+    assert response.status_code == 202 and response.json()["accepted"] is True
+    until(lambda: count(session, "completed") == 450)
+
+
+def test_a_due_time_sets_a_timer(client: TestClient, endpoint: WorkerEndpoint, session: Session) -> None:
+    run_at = session.scalar("select now() + interval '1.5 seconds'")
+    JobManager(session, "jobkit").enqueue(NewJob("echo", {}, run_at=run_at))
+    at = run_at.timestamp()
+    assert post(client, {"type": "echo", "at": at}).json()["at"] == at
+    assert endpoint.dispatcher is not None and "echo" in endpoint.dispatcher.timers
+    until(lambda: count(session, "completed") == 1)
+    started = session.scalar("select started_at from jobkit.jobs")
+    assert (started - run_at).total_seconds() < 1.0
 
 
 def test_sync_mode_answers_with_a_summary(db_url: str, session: Session) -> None:
     JobManager(session, "jobkit").enqueue_many([NewJob("echo", {"i": i}) for i in range(7)])
-    with _client(db_url, token=TOKEN, mode="sync") as client:
-        response = client.post("/run", json={"type": "echo"}, headers=AUTH)
+    with TestClient(_endpoint(db_url, secret=SECRET, mode="sync").app) as client:
+        response = post(client, {"type": "echo"})
     assert response.status_code == 200
     assert response.json() | {"type": "echo"} == {"type": "echo", "claimed": 7, "completed": 7, "failed": 0,
-                                                  "snoozed": 0, "released": 0, "lost": 0}
+                                                  "snoozed": 0, "released": 0, "lost": 0, "ended": "empty"}
 
 
-def test_max_jobs_bounds_one_call(db_url: str, session: Session) -> None:
+def test_max_jobs_bounds_one_call(client: TestClient, session: Session) -> None:
     JobManager(session, "jobkit").enqueue_many([NewJob("echo", {}) for _ in range(10)])
-    with _client(db_url, token=TOKEN) as client:
-        response = client.post("/run?wait=1", json={"type": "echo", "max_jobs": 4}, headers=AUTH)
+    response = post(client, {"type": "echo", "max_jobs": 4}, path="/run?wait=1")
     assert response.json()["completed"] == 4
-    assert session.scalar("select count(*) from jobkit.jobs where status = 'pending'") == 6
+    assert count(session, "pending") == 6
 
 
-def test_healthz(client: TestClient) -> None:
+def test_healthz_reports_the_database(client: TestClient, db_url: str, admin: Session) -> None:
     body = client.get("/healthz").json()
-    assert body["ok"] is True and body["types"] == ["echo"] and body["worker"]
+    assert body["ok"] is True and body["database"] == "up" and body["types"] == ["echo"] and body["worker"]
+    name = Database(db_url).dbname
+    admin.execute(f'alter database "{name}" allow_connections false')
+    try:
+        admin.execute("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", (name,))
+        until(lambda: client.get("/healthz").status_code == 503)
+        assert client.get("/healthz").json()["database"].startswith("unreachable")
+    finally:
+        admin.execute(f'alter database "{name}" allow_connections true')
+    until(lambda: client.get("/healthz").status_code == 200)
 
 
-def test_token_comes_from_the_database_and_rotation_applies(
-    db_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("jobkit.endpoint.TOKEN_REFRESH", 0.0)
-    with _client(db_url) as client:
-        assert client.post("/run", json={"type": "echo"}, headers=AUTH).status_code == 503
-        settings = Settings(db_url=db_url)
-        set_secrets(Database(db_url), settings, url="http://127.0.0.1:1/run", token=TOKEN)
-        assert client.post("/run", json={"type": "echo"}, headers=AUTH).status_code == 202
-        set_secrets(Database(db_url), settings, url=None, token=None, rotate=True)
-        assert client.post("/run", json={"type": "echo"}, headers=AUTH).status_code == 401
+def test_keys_come_from_the_database_and_rotations_cause_no_401(db_url: str) -> None:
+    db, settings = Database(db_url), Settings(db_url=db_url)
+    with TestClient(_endpoint(db_url).app) as client:
+        assert post(client, {"type": "echo"}).status_code == 503  # no secret stored yet
+        set_secrets(db, settings, url="http://127.0.0.1:1/run")
+        with db.session() as s:
+            first = s.scalar("select jobkit.secret('worker_secret')")
+        assert post(client, {"type": "echo"}, secret=first).status_code == 202
+        set_secrets(db, settings, url=None, rotate=True)
+        with db.session() as s:
+            second = s.scalar("select jobkit.secret('worker_secret')")
+        assert second != first
+        assert post(client, {"type": "echo"}, secret=second).status_code == 202  # re-read at once
+        assert post(client, {"type": "echo"}, secret=first).status_code == 202  # grace period
+    with db.session() as s:  # the grace period is over: a worker reading the keys now refuses it
+        s.execute("update jobkit.settings set value = to_jsonb(now()) where key = 'secret_previous_until'")
+    with TestClient(_endpoint(db_url).app) as client:
+        assert post(client, {"type": "echo"}, secret=first).status_code == 401
+        assert post(client, {"type": "echo"}, secret=second).status_code == 202
 
 
 def test_mountable_in_another_starlette_app(db_url: str, session: Session) -> None:
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
-    endpoint = WorkerEndpoint(jobs, PostgresBackend(db_url), token=TOKEN, mode="sync")
+    endpoint = _endpoint(db_url, secret=SECRET, mode="sync")
     host = Starlette(routes=[Mount("/jobkit", app=endpoint.app)], lifespan=endpoint.lifespan)
     JobManager(session, "jobkit").enqueue(NewJob("echo", {"x": 1}))
     with TestClient(host) as client:
-        response = client.post("/jobkit/run", json={"type": "echo"}, headers=AUTH)
+        response = post(client, {"type": "echo"}, path="/jobkit/run")
     assert response.status_code == 200 and response.json()["completed"] == 1
+
+
+def test_signature_is_hmac_sha256_over_timestamp_and_body() -> None:
+    import hashlib
+    import hmac
+
+    header = sign("k" * 32, b'{"a":1}', t=1700000000)
+    expected = hmac.new(b"k" * 32, b'1700000000.{"a":1}', hashlib.sha256).hexdigest()
+    assert header == f"t=1700000000,v1={expected}"

@@ -14,7 +14,7 @@ MIN = timedelta(minutes=1)
 def test_enqueue_defaults_match_the_seed(manager: JobManager) -> None:
     job = manager.get(manager.enqueue(NewJob("t", {"a": 1})))
     assert job is not None
-    assert (job.status, job.priority, job.attempts, job.max_attempts) == ("pending", 0, 0, 3)
+    assert (job.status, job.priority, job.attempts, job.max_attempts) == ("pending", 0, 0, None)
     assert job.payload == {"a": 1} and job.result is None and job.started_at is None
 
 
@@ -149,10 +149,12 @@ def test_retry_job_revives_dead_jobs_with_fresh_attempts(session: Session, manag
     manager.sweep_dead()
     assert manager.retry(job_id)
     revived = manager.get(job_id)
-    assert revived is not None and (revived.status, revived.attempts, revived.max_attempts) == (
-        "pending", 1, 4)
-    assert [j.id for j in manager.pick("t", 1, "w", MIN)] == [job_id]
-    assert not manager.retry(job_id)
+    assert revived is not None and (revived.status, revived.attempts, revived.round_start) == ("pending", 1, 1)
+    [again] = manager.pick("t", 1, "w", MIN)
+    assert (again.id, again.attempts) == (job_id, 2)  # a fresh round of the job's own max_attempts (1)
+    assert manager.fail([Failure(job_id, 2, "boom again")]) == {job_id: "failed"}
+    assert manager.retry(job_id) and not manager.retry(job_id)  # a pending job has nothing to retry
+    assert manager.get(job_id).round_start == 2  # type: ignore[union-attr]
 
 
 def test_permanent_failure_never_retries(manager: JobManager) -> None:
@@ -195,8 +197,8 @@ def test_enqueue_many_without_keys_keeps_order_types_and_defaults(
     ids = manager.enqueue_many(batch)
     jobs = [manager.get(i) for i in ids]
     assert [(j.type, j.payload, j.priority, j.max_attempts) for j in jobs if j] == [
-        ("t", {"i": 0}, 0, 3), ("five", [1, 2], 7, 5), ("t", "text", 0, 3), ("five", None, 0, 9),
-        ("t", {"i": 4}, 0, 3)]
+        ("t", {"i": 0}, 0, None), ("five", [1, 2], 7, None), ("t", "text", 0, None), ("five", None, 0, 9),
+        ("t", {"i": 4}, 0, None)]
     assert jobs[2] is not None and jobs[2].scheduled_for == later
     assert jobs[4] is not None and jobs[4].scheduled_for > jobs[0].scheduled_for + timedelta(minutes=4)
     same = manager.enqueue_many([NewJob("five", {"n": n}) for n in range(300)])  # one type: one string
@@ -242,7 +244,7 @@ def test_sql_errors_are_clear(session: Session) -> None:
 
     with pytest.raises(DatabaseError, match="p_payload must not be null"):
         session.execute("select jobkit.enqueue('t', null)")
-    with pytest.raises(DatabaseError, match="p_lease must be at least 1 second"):
+    with pytest.raises(DatabaseError, match="p_lease must be at least 5 seconds"):
         session.execute("select * from jobkit.pick_jobs('t', 1, 'w', interval '0')")
     assert session.scalar("select count(*) from jobkit.jobs") == 0
 

@@ -112,7 +112,7 @@ def test_drainer_runs_jobs_end_to_end(base_url: str, db_url: str) -> None:
     assert (beat_run["completed"], boom_run["failed"], busy_run["snoozed"], bad_run["failed"]) == (1, 1, 1, 1)
     results = dict(sql(db_url, "select id, result from jobkit.jobs where type = 'ok' and status = 'completed'"))
     assert [results[i] for i in ids] == payloads
-    rows = {r[0]: r[1:] for r in sql(db_url, "select id, status, attempts, max_attempts, last_error,"
+    rows = {r[0]: r[1:] for r in sql(db_url, "select id, status, attempts, handler_max_attempts, last_error,"
                                                " result, scheduled_for > now() from jobkit.jobs")}
     assert rows[beat_id][:2] == ("completed", 1) and rows[beat_id][4] is True
     status, attempts, max_attempts, error, _, later = rows[boom_id]
@@ -129,7 +129,7 @@ def test_claim_release_and_fencing(base_url: str, db_url: str) -> None:
     first, second = add(db_url, "t", {"i": 1}, priority=5), add(db_url, "t", {"i": 2})
 
     async def body(backend: SupabaseBackend) -> None:
-        claimed = await backend.claim("t", 10, "w1", timedelta(seconds=30), None)
+        claimed = await backend.claim("t", 10, "w1", timedelta(seconds=30), None, None)
         assert [j.id for j in claimed] == [first, second]
         job = claimed[0]
         assert (job.type, job.attempts, job.max_attempts, job.priority, job.payload, job.idempotency_key) == (
@@ -140,10 +140,10 @@ def test_claim_release_and_fencing(base_url: str, db_url: str) -> None:
         assert timedelta(seconds=25) < lease <= timedelta(seconds=30)
         assert await backend.extend([(first, 1), (second, 2)], timedelta(minutes=5)) == {first}
         assert await backend.release([(second, 1)]) == {second}
-        assert await backend.complete([(second, 1, "late")]) == set()  # fenced: no longer claimed
+        assert await backend.complete([(second, 1, '"late"')]) == set()  # fenced: no longer claimed
         assert await backend.snooze(second, 1, timedelta(seconds=5)) is False
         assert await backend.fail([]) == {}
-        assert await backend.claim("t", 10, "w2", timedelta(seconds=30), None) != []
+        assert await backend.claim("t", 10, "w2", timedelta(seconds=30), None, 7) != []
 
     run(base_url, body)
     assert sql(db_url, "select status, attempts, worker_id from jobkit.jobs where id = %s", second) == [
@@ -162,18 +162,23 @@ def test_rate_limit_tokens(base_url: str, db_url: str) -> None:
         assert 0.5 < await backend.token_wait("k") <= 1.0
         assert await backend.take_tokens("unknown", 3) == 3 and await backend.token_wait("unknown") == 0.0
         sql(db_url, "update jobkit.rate_limits set tokens = 2, updated_at = clock_timestamp()")
-        assert len(await backend.claim("limited", 10, "w", timedelta(seconds=30), "k")) == 2
-        assert await backend.claim("limited", 10, "w", timedelta(seconds=30), "k") == []
+        assert len(await backend.claim("limited", 10, "w", timedelta(seconds=30), "k", None)) == 2
+        assert await backend.claim("limited", 10, "w", timedelta(seconds=30), "k", None) == []
         assert await backend.due_count("limited") == 1
 
     run(base_url, body)
 
 
-def test_worker_token(base_url: str, db_url: str) -> None:
-    assert run(base_url, lambda b: b.worker_token()) is None
-    token = "s3cret-" + uuid.uuid4().hex
-    set_secrets(Database(db_url), Settings(db_url=db_url), url=None, token=token)
-    assert run(base_url, lambda b: b.worker_token()) == token
+def test_worker_keys_next_due_and_ping(base_url: str, db_url: str) -> None:
+    assert run(base_url, lambda b: b.worker_keys()) == []
+    secret = "s3cret-" + uuid.uuid4().hex
+    set_secrets(Database(db_url), Settings(db_url=db_url), url=None, secret=secret)
+    assert run(base_url, lambda b: b.worker_keys()) == [secret]
+    assert run(base_url, lambda b: b.next_due("t")) is None
+    add(db_url, "t", {})
+    sql(db_url, "update jobkit.jobs set scheduled_for = now() + interval '30 seconds'")
+    assert 25 < run(base_url, lambda b: b.next_due("t")) <= 30
+    assert run(base_url, lambda b: b.ping()) is None
 
 
 def test_enqueue_with_a_sync_supabase_client(client: Client, db_url: str) -> None:
@@ -197,7 +202,7 @@ def test_anon_key_and_errors_are_database_errors(base_url: str, db_url: str) -> 
     job_id = add(db_url, "t", {})
 
     async def anon(backend: SupabaseBackend) -> None:
-        await backend.claim("t", 10, "w", timedelta(seconds=30), None)
+        await backend.claim("t", 10, "w", timedelta(seconds=30), None, None)
 
     with pytest.raises(DatabaseError) as error:
         run(base_url, anon, key=ANON_KEY)
@@ -246,8 +251,8 @@ def test_api_functions_are_for_service_role_only(base_url: str, db_url: str) -> 
     names = {r[0].split("(")[0] for r in rows}
     assert names == {f"{API}.{fn}" for fn in (
         "claim_jobs", "complete_jobs", "fail_jobs", "snooze_job", "extend_leases", "release_jobs",
-        "take_tokens", "token_wait_seconds", "due_count", "due_types", "worker_token", "enqueue",
-        "enqueue_many")}
+        "take_tokens", "token_wait_seconds", "due_count", "due_types", "next_due_in", "worker_keys", "ping",
+        "enqueue", "enqueue_many")}
     assert len(rows) == len(names)  # no stale overloads
     assert all(r[1:] == (False, False, True) for r in rows), rows
     assert sql(db_url, "select has_schema_privilege('anon', %s, 'usage'),"

@@ -26,6 +26,9 @@ from .exceptions import ConfigError
 CONFIG_FILE = "jobkit.toml"
 URL_ENV_VARS = ("JOBKIT_DB_URL", "SUPABASE_DB_URL", "DATABASE_URL")
 _SCHEDULE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+#: The shortest lease that heartbeats (once a second, when a third of it is used) keep alive.
+MIN_LEASE = timedelta(seconds=5)
+LEASE_HINT = "heartbeats extend a lease once a third of it is used: 5s is the shortest that holds"
 
 
 @dataclass(frozen=True)
@@ -130,9 +133,10 @@ def load_settings(
     return replace(settings, **overrides)
 
 
-def worker_token_from_env(env: Mapping[str, str] | None = None) -> str | None:
-    """``JOBKIT_WORKER_TOKEN``: the worker's bearer token when it should not read it from the database."""
-    return (os.environ if env is None else env).get("JOBKIT_WORKER_TOKEN") or None
+def worker_secret_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    """``JOBKIT_WORKER_SECRET``: the secret the worker checks wake-up signatures with, when it
+    should not read it (and follow its rotations) from the database."""
+    return (os.environ if env is None else env).get("JOBKIT_WORKER_SECRET") or None
 
 
 def supabase_api_from_env(env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
@@ -198,6 +202,8 @@ def _type_config(body: Any, base: TypeConfig, where: str) -> TypeConfig:
     if not isinstance(attempts, int) or isinstance(attempts, bool) or not 1 <= attempts <= 1000:
         raise ConfigError(f"{where} max_attempts must be an integer from 1 to 1000, got {attempts!r}")
     lease = v.positive_duration(table.get("lease", base.lease), f"{where} lease")
+    if lease < MIN_LEASE:
+        raise ConfigError(f"{where} lease must be at least 5s, got {table.get('lease')!r}", hint=LEASE_HINT)
     backoff = _backoff(table.get("backoff", {}), base.backoff, f"{where} backoff")
     wake_on_insert = table.get("wake_on_insert", base.wake_on_insert)
     if not isinstance(wake_on_insert, bool):

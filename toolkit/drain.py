@@ -1,19 +1,22 @@
 """Draining: claim in batches, run handlers with bounded concurrency, finish in fenced batches.
 
-One Drainer serves a worker process. ``drain(type)`` keeps claiming until the queue is empty, the
-budget is spent or ``max_jobs`` were claimed; concurrent drains share the Drainer's slots, so any
-number of /run calls stays bounded. Completions and failures are grouped: whatever finished while
-the previous statement was in flight goes in the next one (one round trip for many jobs).
-A tending task extends the leases of running jobs and abandons handlers past their timeout (the
-job is retried); ``shutdown`` stops claiming, lets running jobs finish within a grace period and
-releases the rest without consuming their attempt.
+One Drainer serves a worker process. ``drain(type)`` keeps claiming until the type has no due job
+(and, with ``linger``, none came during a short wait), the budget is spent or ``max_jobs`` were
+claimed. Concurrent drains share the Drainer's slots and its claim window: a claim reserves its
+room before it is sent, so no number of concurrent drains holds more than the window. Outcomes go
+to group commits (recording.py); a tending task extends leases and abandons handlers past their
+timeout (tending.py); ``shutdown`` stops claiming, lets running jobs finish within a grace period
+and releases the rest without consuming their attempt.
+
+A handler ends only its own attempt, whatever it raises: an Exception, SystemExit,
+KeyboardInterrupt, GeneratorExit or a CancelledError of its own. A lost database connection is
+waited out (with backoff, within the budget) instead of ending the drain.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import socket
 import uuid
@@ -24,13 +27,17 @@ from typing import Any
 
 from .backends import Backend
 from .context import JobContext
-from .handlers import Handler, Permanent, Registry
-from .outcomes import DrainSummary, plain
+from .exceptions import ConnectionFailed
+from .handlers import Handler, Registry
+from .jobs import Claimed
+from .outcomes import DrainSummary, encode_result
 from .recording import DrainState, Recorder, Running
 from .tending import Tending
+from .window import ClaimWindow
 
 log = logging.getLogger("jobkit.worker")
 UNKNOWN_LEASE = timedelta(minutes=5)
+LINGER_FIRST, LINGER_MAX = 0.005, 0.05  # seconds between re-checks while lingering
 
 
 class Drainer:
@@ -48,17 +55,17 @@ class Drainer:
         backend: Backend,
         *,
         concurrency: int = 16,
-        batch_size: int = 50,
-        prefetch: int = 1,
+        batch_size: int | None = None,
+        prefetch: int | None = None,
         worker_id: str | None = None,
     ) -> None:
         self.registry = registry
         self.backend = backend
         self.concurrency = concurrency
-        self.batch_size = batch_size
-        self.window = concurrency * max(prefetch, 1)  # claimed and unfinished, at most
+        self.window = ClaimWindow(concurrency, batch_size=batch_size, prefetch=prefetch)
         self.worker_id = worker_id or f"{socket.gethostname()}:{uuid.uuid4().hex[:8]}"
         self._free = concurrency
+        self._reserved = 0  # window room promised to claims in flight
         self._threads = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="jobkit-job")
         self._running: set[Running] = set()  # claimed and not yet settled (identity-hashed)
         self._live: list[DrainState] = []
@@ -72,40 +79,97 @@ class Drainer:
     def stopping(self) -> bool:
         return self._stopping
 
+    @property
+    def held(self) -> int:
+        """Jobs claimed and not yet settled, plus claims in flight."""
+        return len(self._running) + self._reserved
+
     async def drain(
-        self, job_type: str, *, max_jobs: int | None = None, budget: timedelta = timedelta(seconds=25)
+        self, job_type: str, *, max_jobs: int | None = None, budget: timedelta = timedelta(seconds=25),
+        linger: float = 0.0, poked: asyncio.Event | None = None,
     ) -> DrainSummary:
-        """Claim and run ``job_type`` jobs until none is due, ``max_jobs`` or the budget."""
+        """Claim and run ``job_type`` jobs until none is due, ``max_jobs`` or the budget. With
+        ``linger``, an empty queue is re-checked for that many seconds (sooner when ``poked``
+        is set) before the drain ends."""
         self._tending.ensure_started()
-        loop = asyncio.get_running_loop()
         handler = self.registry.get(job_type) or self._builtin(job_type)
-        lease = handler.lease if handler else UNKNOWN_LEASE
         d = DrainState(DrainSummary(job_type), handler)
         self._live.append(d)
-        deadline = loop.time() + budget.total_seconds()
-        limit = max_jobs if max_jobs is not None else 2**31
+        deadline = asyncio.get_running_loop().time() + budget.total_seconds()
         try:
-            while not self._stopping and d.summary.claimed < limit and loop.time() < deadline:
-                room = await self._room(d)
-                want = min(room, self.batch_size, limit - d.summary.claimed)
-                jobs = await self.backend.claim(
-                    job_type, want, self.worker_id, lease, handler.rate_limit if handler else None
-                )
-                if not jobs:
-                    if await self._wait_for_tokens(handler, job_type, deadline):
-                        continue
-                    break
-                d.summary.claimed += len(jobs)
-                now = loop.time()
-                for job in jobs:
-                    running = Running(job, d, lease, now)
-                    self._running.add(running)
-                    d.queue.append(running)
-                self._spawn(d)
+            limit = max_jobs if max_jobs is not None else 2**31
+            d.summary.ended = await self._claim_loop(d, deadline, limit, linger, poked)
             await self._settle(d)
         finally:
             self._live.remove(d)
         return d.summary
+
+    async def _claim_loop(self, d: DrainState, deadline: float, limit: int, linger: float,
+                          poked: asyncio.Event | None) -> str:
+        """Claim until a reason to stop; returns it (DrainSummary.ended)."""
+        loop = asyncio.get_running_loop()
+        outage = Outage()
+        idle_since: float | None = None
+        pause = LINGER_FIRST
+        while True:
+            if self._stopping:
+                return "stopping"
+            if d.summary.claimed >= limit:
+                return "max_jobs"
+            if loop.time() >= deadline:
+                return "budget"
+            try:
+                jobs = await self._claim(d, limit - d.summary.claimed)
+                if not jobs and await self._wait_for_tokens(d, deadline):
+                    continue
+            except ConnectionFailed as exc:
+                if not await outage.wait(exc, deadline):
+                    return "unreachable"
+                continue
+            outage.over()
+            if jobs:
+                self._take(d, jobs)
+                idle_since, pause = None, LINGER_FIRST
+                continue
+            now = loop.time()
+            idle_since = now if idle_since is None else idle_since
+            if now - idle_since + pause > linger or now + pause >= deadline:
+                return "empty"
+            await _pause(poked, pause)
+            pause = min(pause * 2, LINGER_MAX)
+
+    async def _claim(self, d: DrainState, remaining: int) -> list[Claimed]:
+        want = await self._reserve(d, remaining)
+        handler = d.handler
+        try:
+            return await self.backend.claim(
+                d.summary.type, want, self.worker_id, d.lease,
+                handler.rate_limit if handler else None, handler.max_attempts if handler else None)
+        finally:
+            self._reserved -= want
+            self._changed.set()
+
+    async def _reserve(self, d: DrainState, remaining: int) -> int:
+        """Wait until at least half the claim window is free (or nothing of this drain is left),
+        then reserve the room this claim may fill."""
+        while True:
+            limit = self.window.limit
+            room = limit - self.held
+            if room >= max(1, limit // 2) or (room > 0 and not d.queue and not d.runners):
+                want = min(room, self.window.batch, remaining)
+                self._reserved += want
+                return want
+            self._spawn(d)
+            await self._wait_change()
+
+    def _take(self, d: DrainState, jobs: list[Claimed]) -> None:
+        d.summary.claimed += len(jobs)
+        now = asyncio.get_running_loop().time()
+        for job in jobs:
+            running = Running(job, d, d.lease, now)
+            self._running.add(running)
+            d.queue.append(running)
+        self._spawn(d)
 
     async def _settle(self, d: DrainState) -> None:
         """Wait until every job this drain claimed ran (or was released) and its record returned."""
@@ -135,6 +199,7 @@ class Drainer:
         """Stop claiming; wait up to ``grace`` for running jobs; release the rest. Returns how
         many jobs were released."""
         self._stopping = True
+        self._changed.set()
         waiting = [r for d in self._live for r in d.queue]
         for d in self._live:
             d.queue.clear()
@@ -145,7 +210,12 @@ class Drainer:
             task.cancel()
         late = [r for r in self._running if r.state == "running"]
         leftovers = [(r.job.id, r.job.attempts) for r in (*waiting, *late)]
-        released = await self.backend.release(leftovers) if leftovers else set()
+        released: set[Any] = set()
+        if leftovers:
+            try:
+                released = await self.backend.release(leftovers)
+            except ConnectionFailed as exc:  # their leases expire and the sweep retries them
+                log.warning("shutdown: could not release %d job(s): %s", len(leftovers), exc.message)
         for r in (*waiting, *late):
             self._running.discard(r)
         await self._wait_settled(10.0)
@@ -160,16 +230,6 @@ class Drainer:
                     await self._wait_change()
         except TimeoutError:
             log.warning("shutdown: some outcomes were still being recorded after %.0fs", timeout)
-
-    async def _room(self, d: DrainState) -> int:
-        """Wait until at least half the claim window is free (or nothing of this drain is left)."""
-        threshold = max(1, self.window // 2)
-        while True:
-            room = self.window - len(self._running)
-            if room >= threshold or (room > 0 and not d.queue and not d.runners):
-                return room
-            self._spawn(d)
-            await self._wait_change()
 
     async def _wait_change(self) -> None:
         self._changed.clear()
@@ -187,12 +247,15 @@ class Drainer:
         d.runners.discard(task)
         self._free += 1
         self._changed.set()
+        if not task.cancelled() and task.exception() is not None:  # a bug in jobkit, not a handler's
+            log.error("a job runner failed", exc_info=task.exception())
 
-    async def _wait_for_tokens(self, handler: Handler | None, job_type: str, deadline: float) -> bool:
+    async def _wait_for_tokens(self, d: DrainState, deadline: float) -> bool:
         """Nothing claimed: if a rate limit held jobs back, wait for its next token (within budget)."""
+        handler = d.handler
         if handler is None or handler.rate_limit is None or self._stopping:
             return False
-        if await self.backend.due_count(job_type) == 0:
+        if await self.backend.due_count(d.summary.type) == 0:
             return False
         wait = max(await self.backend.token_wait(handler.rate_limit), 0.005)
         if asyncio.get_running_loop().time() + wait >= deadline:
@@ -207,7 +270,8 @@ class Drainer:
         timeout = handler.timeout.total_seconds() if handler else 0.0
         while d.queue and not self._stopping:
             running = d.queue.popleft()
-            running.task, running.deadline, running.state = me, loop.time() + timeout, "running"
+            started = loop.time()
+            running.task, running.deadline, running.state = me, started + timeout, "running"
             try:
                 ok, value = await self._execute(running, handler)
             except asyncio.CancelledError:
@@ -219,11 +283,12 @@ class Drainer:
             else:
                 if running.timed_out and me is not None and me.cancelling():
                     me.uncancel()  # the handler swallowed the cancellation and finished anyway
+            self.window.observe(loop.time() - started)
             running.state = "recording"
             self._recorder.record(running, ok, value)
 
     async def _execute(self, running: Running, handler: Handler | None) -> tuple[bool, Any]:
-        """(True, the handler's result) or (False, the exception that ended the attempt)."""
+        """(True, the result as JSON text) or (False, the exception that ended the attempt)."""
         job = running.job
         if handler is None:
             registered = ", ".join(self.registry.types) or "none"
@@ -237,17 +302,54 @@ class Drainer:
                 result = await handler.func(job.payload, ctx)
             else:
                 result = await loop.run_in_executor(self._threads, handler.func, job.payload, ctx)
-            if not plain(result):
-                json.dumps(result, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            text = str(exc)
-            if "JSON serializable" in text or "Circular reference" in text or "JSON compliant" in text:
-                return False, Permanent(f"the handler's result is not JSON-serializable: {exc}")
+            return True, encode_result(result)
+        except asyncio.CancelledError as exc:
+            if _cancelling():
+                raise  # jobkit cancelled it: a timeout or a shutdown (see _runner)
+            return False, exc  # the handler's own CancelledError ends only its attempt
+        except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, ... end only this attempt
             return False, exc
-        except Exception as exc:  # noqa: BLE001 - every handler error is recorded
-            return False, exc
-        return True, result
 
     def _settled(self, running: Running) -> None:
         self._running.discard(running)
         self._changed.set()
+
+
+class Outage:
+    """Waiting out an unreachable database: 0.1 s doubling to 2 s between tries, logged once."""
+
+    def __init__(self) -> None:
+        self.delay = 0.0
+
+    async def wait(self, exc: ConnectionFailed, deadline: float) -> bool:
+        """Sleep before the next try; False when that would pass ``deadline``."""
+        if self.delay == 0.0:
+            log.warning("database unreachable, retrying: %s", exc.message)
+        self.delay = min(max(self.delay * 2, 0.1), 2.0)
+        if asyncio.get_running_loop().time() + self.delay >= deadline:
+            return False
+        await asyncio.sleep(self.delay)
+        return True
+
+    def over(self) -> None:
+        if self.delay:
+            log.info("database reachable again")
+            self.delay = 0.0
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def _pause(poked: asyncio.Event | None, seconds: float) -> None:
+    """Wait ``seconds``, or less when ``poked`` is set meanwhile (a wake-up arrived)."""
+    if poked is None:
+        await asyncio.sleep(seconds)
+        return
+    try:
+        async with asyncio.timeout(seconds):
+            await poked.wait()
+    except TimeoutError:
+        pass
+    poked.clear()

@@ -8,7 +8,8 @@
     ├── PrerequisiteError       the server lacks something jobkit needs (pg_cron, privileges)
     ├── DeployError             a migration failed; nothing of it was applied
     ├── DriftError              deploy --check found the database behind or changed (exit 3)
-    └── LocalDbError            the embedded local PostgreSQL cannot be started or used
+    ├── LocalDbError            the embedded local PostgreSQL cannot be started or used
+    └── WorkerGaveUp            a worker could not reach the database (or LISTEN) for too long
 
 The CLI catches JobkitError once, prints ``error: <message>`` and ``hint: <hint>`` and exits with
 ``exit_code``; tracebacks only with ``-v``.
@@ -76,3 +77,9 @@ class LocalDbError(JobkitError):
     """The local PostgreSQL cluster cannot be used."""
 
     default_hint = "apt-get install postgresql-15 postgresql-15-cron"
+
+
+class WorkerGaveUp(JobkitError):
+    """The worker gave up: the database (or its LISTEN connection) stayed unreachable."""
+
+    default_hint = "check that the database is up and reachable; the worker can be restarted as is"

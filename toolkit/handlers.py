@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from .config import Backoff
+from .config import LEASE_HINT, MIN_LEASE, Backoff
 from .exceptions import ConfigError
 
 HandlerFunc = Callable[[Any, Any], Any]
+MAX_DURATION = timedelta(days=7)
 Seconds = float | int | timedelta
 
 
@@ -81,18 +82,21 @@ class Registry:
         max_attempts: int | None = None, backoff: Backoff | None = None, rate_limit: str | None = None,
     ) -> Callable[[HandlerFunc], HandlerFunc]:
         """Register the decorated function for ``job_type``. ``lease`` defaults to the timeout plus
-        30 s; long jobs heartbeat automatically, so the lease may be shorter than the timeout."""
+        30 s; long jobs heartbeat automatically, so the lease may be shorter than the timeout (but
+        not shorter than 5 s). ``max_attempts`` applies to jobs enqueued without their own."""
 
         def register(func: HandlerFunc) -> HandlerFunc:
             if job_type in self._handlers:
                 raise ConfigError(f"job type {job_type!r} already has a handler")
-            limit = _delta(timeout)
-            if max_attempts is not None and max_attempts < 1:
-                raise ConfigError(f"handler {job_type}: max_attempts must be at least 1")
+            limit = _bounded(_delta(timeout), f"handler {job_type}: timeout", timedelta(0))
+            held = _bounded(_delta(lease) if lease is not None else limit + timedelta(seconds=30),
+                            f"handler {job_type}: lease", MIN_LEASE)
+            if max_attempts is not None and not 1 <= max_attempts <= 1000:
+                raise ConfigError(
+                    f"handler {job_type}: max_attempts must be from 1 to 1000, got {max_attempts}")
             self._handlers[job_type] = Handler(
                 type=job_type, func=func, is_async=inspect.iscoroutinefunction(func), timeout=limit,
-                lease=_delta(lease) if lease is not None else limit + timedelta(seconds=30),
-                max_attempts=max_attempts, backoff=backoff, rate_limit=rate_limit,
+                lease=held, max_attempts=max_attempts, backoff=backoff, rate_limit=rate_limit,
             )
             return func
 
@@ -110,6 +114,14 @@ class Registry:
     @property
     def types(self) -> list[str]:
         return sorted(self._handlers)
+
+
+def _bounded(value: timedelta, what: str, low: timedelta) -> timedelta:
+    if value < low or value > MAX_DURATION:
+        floor = f"at least {low.total_seconds():g}s and " if low else ""
+        raise ConfigError(f"{what} must be {floor}at most 7 days, got {value.total_seconds():g}s",
+                          hint=LEASE_HINT if low else "split longer work into several jobs")
+    return value
 
 
 def _delta(value: Seconds) -> timedelta:

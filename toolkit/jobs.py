@@ -34,7 +34,7 @@ class Job:
     status: Status
     priority: int
     attempts: int
-    max_attempts: int
+    max_attempts: int | None  # as enqueued; None: the handler's, else the type's setting
     last_error: str | None
     result: Any
     scheduled_for: datetime
@@ -45,6 +45,8 @@ class Job:
     worker_id: str | None
     idempotency_key: str | None
     updated_at: datetime
+    handler_max_attempts: int | None = None  # the max_attempts of the handler that last claimed it
+    round_start: int = 0  # attempts used before the last retry_job (a fresh round)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Job:
@@ -59,8 +61,8 @@ class Claimed(NamedTuple):
 
     id: UUID
     type: str
-    attempts: int
-    max_attempts: int
+    attempts: int  # this claim's attempt number (counts on after retry_job; the fencing token)
+    max_attempts: int  # the number of this round's last attempt
     priority: int
     payload: Any
     idempotency_key: str | None

@@ -1,10 +1,11 @@
-"""`jobkit worker serve --listen`: for the NOTIFY transport (PostgreSQL without pg_net).
+"""`jobkit worker serve --listen`: wake-ups over NOTIFY (PostgreSQL without pg_net).
 
-LISTEN on jobkit's channel and drain the notified type with the same Drainer the HTTP endpoint
-uses. At start it drains every type that already has due jobs; after that each notification (from
-the insert trigger or the cron wake-up) starts a drain of its type unless one is running, in which
-case that drain goes round once more. Needs a session connection: not Supavisor's transaction
-pooler.
+LISTEN on jobkit's channel and hand every notification to the Dispatcher. Each time LISTEN is in
+place (at start and after every reconnect) the Dispatcher catches up: it drains every handled type
+with due jobs and sets the timers for the next due ones, so nothing that became due while the
+connection was down waits for the cron wake-up. A dropped connection is re-opened with backoff; after
+``give_up`` of failing, ``run`` raises WorkerGaveUp and the worker exits non-zero. Needs a session
+connection: not Supavisor's transaction pooler.
 """
 
 from __future__ import annotations
@@ -12,68 +13,79 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
+from typing import Protocol
 
-from .backends.postgres import PostgresBackend
-from .drain import Drainer
+from .dispatch import Dispatcher
+from .durations import format_duration
+from .exceptions import ConnectionFailed, WorkerGaveUp
 
 log = logging.getLogger("jobkit.worker")
 
 
-class Listener:
-    """Drains on notifications until stopped."""
+class Notifications(Protocol):
+    """What the Listener needs of a backend: a LISTEN session yielding payloads."""
 
-    def __init__(self, drainer: Drainer, backend: PostgresBackend, channel: str,
-                 budget: timedelta = timedelta(minutes=5)) -> None:
-        self.drainer = drainer
-        self.backend = backend
+    def listen(self, channel: str) -> AbstractAsyncContextManager[AsyncIterator[str]]: ...
+
+
+class Listener:
+    """Feeds notifications to the Dispatcher until cancelled; reconnects; gives up loudly."""
+
+    def __init__(self, dispatcher: Dispatcher, source: Notifications, channel: str, *,
+                 give_up: timedelta = timedelta(minutes=5)) -> None:
+        self.dispatcher = dispatcher
+        self.source = source
         self.channel = channel
-        self.budget = budget
-        self._active: dict[str, asyncio.Task[None]] = {}
-        self._again: set[str] = set()
+        self.give_up = give_up
+        self.state = "starting"  # listening | reconnecting: <why>
+        self.listening = asyncio.Event()  # set while LISTEN is in place
 
     async def run(self) -> None:
-        notes = self.backend.pool.notifications(self.channel)
-        first = asyncio.ensure_future(anext(notes))  # LISTEN is in place before the catch-up
-        await asyncio.sleep(0)
-        for job_type in await self.backend.due_types():
-            self.poke(job_type)
-        pending: asyncio.Future[tuple[str, str]] = first
-        while not self.drainer.stopping:
-            _channel, payload = await pending
-            self.poke(_type_of(payload))
-            pending = asyncio.ensure_future(anext(notes))
+        loop = asyncio.get_running_loop()
+        failing_since: float | None = None
+        delay = 0.25
+        while True:
+            try:
+                async with self.source.listen(self.channel) as payloads:
+                    self._up()
+                    failing_since, delay = None, 0.25
+                    await self.dispatcher.catch_up()
+                    async for payload in payloads:
+                        self._dispatch(payload)
+                raise ConnectionFailed("the LISTEN connection ended")
+            except ConnectionFailed as exc:
+                self.listening.clear()
+                now = loop.time()
+                failing_since = now if failing_since is None else failing_since
+                if now - failing_since >= self.give_up.total_seconds():
+                    raise WorkerGaveUp(
+                        f"could not listen on {self.channel} for {format_duration(self.give_up)}: "
+                        f"{exc.message}") from None
+                self.state = f"reconnecting: {exc.message}"
+                log.warning("LISTEN %s: %s; reconnecting in %.2fs", self.channel, exc.message, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
-    def poke(self, job_type: str | None) -> None:
-        if not job_type or self.drainer.stopping:
-            return
-        if job_type in self._active:
-            self._again.add(job_type)
-            return
-        self._active[job_type] = asyncio.create_task(self._drain(job_type))
+    def _up(self) -> None:
+        self.state = "listening"
+        self.listening.set()
+        log.info("listening on %s", self.channel)
 
-    async def _drain(self, job_type: str) -> None:
-        try:
-            while True:
-                self._again.discard(job_type)
-                summary = await self.drainer.drain(job_type, budget=self.budget)
-                log.info("drained %s: %s", job_type, summary.as_dict())
-                if job_type not in self._again or self.drainer.stopping:
-                    return
-        except Exception:  # noqa: BLE001 - keep listening; the next notification retries
-            log.exception("drain of %s failed", job_type)
-        finally:
-            self._active.pop(job_type, None)
-
-    async def wait_idle(self, timeout: float) -> None:
-        if self._active:
-            await asyncio.wait(list(self._active.values()), timeout=timeout)
+    def _dispatch(self, payload: str) -> None:
+        job_type, at = _parse(payload)
+        if job_type:
+            self.dispatcher.wake(job_type, at=at)
 
 
-def _type_of(payload: str) -> str | None:
+def _parse(payload: str) -> tuple[str | None, float | None]:
     try:
         data = json.loads(payload)
     except ValueError:
-        return None
-    value = data.get("type") if isinstance(data, dict) else None
-    return value if isinstance(value, str) else None
+        return None, None
+    if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+        return None, None
+    at = data.get("at")
+    return data["type"], float(at) if isinstance(at, int | float) else None

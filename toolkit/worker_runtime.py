@@ -1,7 +1,7 @@
 """An in-process worker for `jobkit dev`: woken the way this database wakes workers.
 
-NOTIFY transport: a Listener on jobkit's channel. pg_net transport: the HTTP endpoint on a free
-local port, registered with `jobkit secrets set` so that pg_net calls it.
+NOTIFY transport: the endpoint's LISTEN connection on jobkit's channel. pg_net transport: the HTTP
+endpoint on a free local port, registered with `jobkit secrets set` so that pg_net calls it.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from typing import Any
 from .backends.postgres import PostgresBackend
 from .config import Settings
 from .connector import Database
-from .drain import Drainer
+from .endpoint import EndpointOptions, WorkerEndpoint
 from .handlers import Registry
-from .listen import Listener
 from .secrets import set_secrets
 from .sync import resolve_transport
 
@@ -39,56 +38,53 @@ class LocalWorker:
         self.settings = settings
         self.registry = registry
         self.echo = echo
-        self.backend = PostgresBackend(db.url, settings.schema)
-        self.drainer = Drainer(registry, self.backend, concurrency=concurrency, batch_size=20)
+        self.concurrency = concurrency
         self.transport = "notify"
-        self._tasks: list[asyncio.Task[Any]] = []
+        self.endpoint: WorkerEndpoint | None = None
         self._server: Any = None
+        self._serving: asyncio.Task[Any] | None = None
 
     async def __aenter__(self) -> LocalWorker:
         with self.db.session() as session:
             self.transport = resolve_transport(session, self.settings)
-        await self.backend.open()
-        if self.transport == "pg_net":
+        listen = None if self.transport == "pg_net" else f"{self.settings.schema}_wake"
+        options = EndpointOptions(concurrency=self.concurrency, grace=timedelta(seconds=5), listen=listen,
+                                  linger=2.0 if listen is None else 0.0, budget=timedelta(seconds=30))
+        self.endpoint = WorkerEndpoint(self.registry, PostgresBackend(self.db.url, self.settings.schema),
+                                       options)
+        await self.endpoint.start()
+        if listen is None:
             await self._serve_http()
         else:
-            listener = Listener(
-                self.drainer, self.backend, f"{self.settings.schema}_wake", budget=timedelta(seconds=30)
-            )
-            self._tasks.append(asyncio.create_task(listener.run()))
-            await asyncio.sleep(0.3)  # LISTEN is in place before the first enqueue
+            assert self.endpoint.listener is not None
+            async with asyncio.timeout(10):  # LISTEN is in place before the first enqueue
+                await self.endpoint.listener.listening.wait()
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        released = await self.drainer.shutdown(timedelta(seconds=5))
-        if released:
-            self.echo(f"released {released} claimed job(s) back to pending")
-        for task in self._tasks:
-            task.cancel()
         if self._server is not None:
             self._server.should_exit = True
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.backend.close()
+        if self._serving is not None:
+            await asyncio.gather(self._serving, return_exceptions=True)
+        if self.endpoint is not None:
+            await self.endpoint.stop()
 
     async def _serve_http(self) -> None:
         import uvicorn
 
-        from .endpoint import WorkerEndpoint
-
+        assert self.endpoint is not None
         port = _free_port()
-        set_secrets(self.db, self.settings, url=f"http://127.0.0.1:{port}/run", token=None)
-        endpoint = WorkerEndpoint(self.registry, self.backend)
-        endpoint.drainer = self.drainer
+        set_secrets(self.db, self.settings, url=f"http://127.0.0.1:{port}/run")
         config = uvicorn.Config(
-            endpoint.app, host="127.0.0.1", port=port, lifespan="off", log_level="warning"
+            self.endpoint.app, host="127.0.0.1", port=port, lifespan="off", log_level="warning"
         )
         self._server = uvicorn.Server(config)
-        self._tasks.append(asyncio.create_task(self._server.serve()))
-        while not self._server.started:
-            await asyncio.sleep(0.05)
-        self.echo(f"worker endpoint on http://127.0.0.1:{port}/run (its token is in the database)")
+        self._serving = asyncio.create_task(self._server.serve())
+        while not self._server.started and not self._serving.done():
+            await asyncio.wait([self._serving], timeout=0.02)
+        self.echo(f"worker endpoint on http://127.0.0.1:{port}/run (its secret is in the database)")
 
 
 def _free_port() -> int:

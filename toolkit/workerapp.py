@@ -1,39 +1,33 @@
-"""Putting a worker together: load the user's Registry, pick a backend, serve HTTP or listen."""
+"""Putting a worker together: load the user's Registry, pick a backend, serve it with uvicorn.
+
+Both transports run the same app: POST /run for pg_net wake-ups, GET /healthz, and with
+``listen`` a LISTEN connection for NOTIFY wake-ups as well. A worker that gives up (the database or
+LISTEN unreachable for too long) raises WorkerGaveUp once uvicorn has stopped, so the process exits
+non-zero with a one-line reason and a supervisor restarts it.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import importlib
-import logging
-import signal
 import sys
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .backends import Backend
 from .backends.postgres import PostgresBackend
 from .config import Settings
-from .drain import Drainer
-from .endpoint import WorkerEndpoint
-from .exceptions import ConfigError
+from .endpoint import EndpointOptions, WorkerEndpoint
+from .exceptions import ConfigError, WorkerGaveUp
 from .handlers import Registry
 from .target import resolve_url
-
-log = logging.getLogger("jobkit.worker")
 
 
 @dataclass(frozen=True)
 class WorkerOptions:
     host: str = "127.0.0.1"
     port: int = 8000
-    concurrency: int = 16
-    batch_size: int = 50
-    prefetch: int = 1
-    mode: str = "background"
-    grace: timedelta = timedelta(seconds=30)
     prepare: bool = True
-    token: str | None = None  # default: the database's worker_token secret
+    endpoint: EndpointOptions = field(default_factory=EndpointOptions)
 
 
 def load_registry(spec: str) -> Registry:
@@ -59,41 +53,30 @@ def load_registry(spec: str) -> Registry:
 
 def postgres_backend(settings: Settings, options: WorkerOptions) -> PostgresBackend:
     return PostgresBackend(resolve_url(settings), settings.schema,
-                           max_size=min(max(options.concurrency // 2, 4), 20), prepare=options.prepare)
+                           max_size=min(max(options.endpoint.concurrency // 2, 4), 20),
+                           prepare=options.prepare)
 
 
 def serve(registry: Registry, backend: Backend, options: WorkerOptions) -> None:
-    """Serve the endpoint with uvicorn until SIGTERM/SIGINT (then drain gracefully)."""
+    """Serve the endpoint until SIGTERM/SIGINT (then drain gracefully); raise WorkerGaveUp when the
+    worker gave up."""
     import uvicorn
 
-    endpoint = WorkerEndpoint(registry, backend, token=options.token, concurrency=options.concurrency,
-                              batch_size=options.batch_size, prefetch=options.prefetch,
-                              mode=options.mode, grace=options.grace)
+    holder: list[uvicorn.Server] = []
+
+    def stop(_reason: str) -> None:
+        if holder:
+            holder[0].should_exit = True
+
+    endpoint = WorkerEndpoint(registry, backend, options.endpoint, on_fatal=stop)
     config = uvicorn.Config(endpoint.app, host=options.host, port=options.port, lifespan="on",
-                            log_level="info", timeout_graceful_shutdown=int(options.grace.total_seconds()))
-    uvicorn.Server(config).run()
-
-
-def listen(registry: Registry, backend: PostgresBackend, settings: Settings, options: WorkerOptions) -> None:
-    """LISTEN for wake-ups (the NOTIFY transport) until SIGTERM/SIGINT."""
-    from .listen import Listener
-
-    async def main() -> None:
-        await backend.open()
-        drainer = Drainer(registry, backend, concurrency=options.concurrency,
-                          batch_size=options.batch_size, prefetch=options.prefetch)
-        listener = Listener(drainer, backend, f"{settings.schema}_wake")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        task = asyncio.create_task(listener.run())
-        log.info("listening on %s_wake for %s", settings.schema, ", ".join(registry.types))
-        await asyncio.wait([task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
-        released = await drainer.shutdown(options.grace)
-        await listener.wait_idle(5)
-        task.cancel()
-        log.info("worker stopped; %d claimed job(s) released", released)
-        await backend.close()
-
-    asyncio.run(main())
+                            log_level="info",
+                            timeout_graceful_shutdown=int(options.endpoint.grace.total_seconds()))
+    server = uvicorn.Server(config)
+    holder.append(server)
+    server.run()
+    if endpoint.failure is not None:
+        raise WorkerGaveUp(endpoint.failure)
+    if not server.started:
+        raise ConfigError(f"the worker could not serve on {options.host}:{options.port}",
+                          hint="see the log above; pick a free --port")

@@ -26,8 +26,7 @@ select * from {{ s }}.complete_jobs(
 ) as id
 
 -- name: fail_jobs
-select id, status from {{ s }}.fail_jobs(%(ids)s, %(attempts)s, %(errors)s, %(retry_in)s, %(permanent)s,
-                                       %(max_attempts)s)
+select id, status from {{ s }}.fail_jobs(%(ids)s, %(attempts)s, %(errors)s, %(retry_in)s, %(permanent)s)
 
 -- name: snooze_job
 select {{ s }}.snooze_job(%(id)s, %(attempt)s, %(delay)s) as ok

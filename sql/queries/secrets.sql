@@ -1,25 +1,23 @@
--- The worker's URL and token: Supabase Vault when installed, else jobkit's private secrets table.
--- Values are always bound parameters; statement logging is switched off around them when allowed.
-
--- name: vault_available
-select to_regclass('vault.decrypted_secrets') is not null
-   and to_regprocedure('vault.create_secret(text,text,text,uuid)') is not null as available
-
--- name: vault_secret_id
-select id from vault.decrypted_secrets where name = %(name)s
-
--- name: vault_create
-select vault.create_secret(%(value)s, %(name)s, %(description)s) as id
-
--- name: vault_update
-select vault.update_secret(%(id)s, %(value)s)
-
--- name: table_secret_set
-insert into {{ s }}.secrets (name, value) values (%(name)s, %(value)s)
-on conflict (name) do update set value = excluded.value, updated_at = now()
+-- The worker's URL and signing secret: Supabase Vault when installed, else jobkit's private secrets
+-- table (jobkit._put_secret decides). The secret is generated inside the database
+-- (rotate_worker_secret); statement logging is switched off around these statements when allowed.
 
 -- name: secret_get
 select {{ s }}.secret(%(name)s) as value
+
+-- name: secret_put
+select {{ s }}._put_secret(%(name)s, %(value)s)
+
+-- name: secret_rotate
+select {{ s }}.rotate_worker_secret(%(grace)s)
+
+-- name: secret_replace
+select {{ s }}.set_worker_secret(%(value)s, %(grace)s)
+
+-- name: secrets_state
+select to_regclass('vault.decrypted_secrets') is not null
+       and to_regprocedure('vault.create_secret(text,text,text,uuid)') is not null as vault,
+       (select previous_secret is not null from {{ s }}.worker_keys()) as previous_valid
 
 -- name: quiet_logging
 -- Superusers only (these settings are SUSET): keep this transaction's statements and their

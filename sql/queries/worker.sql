@@ -3,7 +3,7 @@
 -- name: claim_jobs
 -- Only the columns a handler needs, in jobs.Claimed's order (decoding whole rows cost ~25 us a job).
 select c.id, c.type, c.attempts, c.max_attempts, c.priority, c.payload, c.idempotency_key
-from {{ s }}.claim_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s, %(rate_key)s) c
+from {{ s }}.claim_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s, %(rate_key)s, %(max_attempts)s) c
 
 -- name: extend_leases
 select * from {{ s }}.extend_leases(%(ids)s::uuid[], %(attempts)s::int[], %(by)s) as id
@@ -23,5 +23,12 @@ select {{ s }}.due_count(%(type)s) as due
 -- name: due_types
 select t as type from {{ s }}.pending_types() as p(t)
 
--- name: worker_token
-select {{ s }}.secret('worker_token') as token
+-- name: next_due
+-- Seconds until the type's next pending job is due, by the database's clock (null: none pending).
+select extract(epoch from {{ s }}.next_due(%(type)s) - now())::float8 as seconds
+
+-- name: worker_keys
+select current_secret, previous_secret from {{ s }}.worker_keys()
+
+-- name: ping
+select 1 as ok

@@ -47,7 +47,7 @@ select col_not_null('jobkit', 'jobs', 'payload', 'jobs.payload is not null');
 select col_default_is('jobkit', 'jobs', 'status', 'pending'::text, 'jobs.status defaults to pending');
 select col_default_is('jobkit', 'jobs', 'priority', 0, 'jobs.priority defaults to 0');
 select col_default_is('jobkit', 'jobs', 'attempts', 0, 'jobs.attempts defaults to 0');
-select col_default_is('jobkit', 'jobs', 'max_attempts', 3, 'jobs.max_attempts defaults to 3');
+select col_hasnt_default('jobkit', 'jobs', 'max_attempts', 'jobs.max_attempts has no default (null: the handler''s or the type''s)');
 select col_default_is('jobkit', 'jobs', 'scheduled_for', 'now()', 'jobs.scheduled_for defaults to now()');
 
 -- The status CHECK: exactly the six states, and anything else is refused (23514).

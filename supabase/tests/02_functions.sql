@@ -13,7 +13,7 @@ $$;
 create extension if not exists pgtap with schema extensions;
 set local search_path = extensions, public;
 
-select plan(43);
+select plan(44);
 
 -- Enqueue.
 select has_function('jobkit', 'enqueue',
@@ -37,10 +37,10 @@ select has_function('jobkit', 'pick_jobs', array['text', 'integer', 'text', 'int
     'jobkit.pick_jobs(text, int, text, interval) exists');
 select function_returns('jobkit', 'pick_jobs', array['text', 'integer', 'text', 'interval'],
     'setof jobkit.jobs', 'pick_jobs returns setof jobkit.jobs');
-select has_function('jobkit', 'claim_jobs', array['text', 'integer', 'text', 'interval', 'text'],
-    'jobkit.claim_jobs(text, int, text, interval, text) exists');
-select function_returns('jobkit', 'claim_jobs', array['text', 'integer', 'text', 'interval', 'text'],
-    'setof jobkit.jobs', 'claim_jobs returns setof jobkit.jobs');
+select has_function('jobkit', 'claim_jobs', array['text', 'integer', 'text', 'interval', 'text', 'integer'],
+    'jobkit.claim_jobs(text, int, text, interval, text, int) exists');
+select function_returns('jobkit', 'claim_jobs', array['text', 'integer', 'text', 'interval', 'text', 'integer'],
+    'setof record', 'claim_jobs returns a set');
 
 -- Fenced completion and failure.
 select has_function('jobkit', 'complete_job', array['uuid', 'integer', 'jsonb'],
@@ -56,10 +56,10 @@ select has_function('jobkit', 'fail_job', array['uuid', 'integer', 'text', 'inte
 select function_returns('jobkit', 'fail_job', array['uuid', 'integer', 'text', 'interval', 'boolean'],
     'text', 'fail_job returns text (the new status)');
 select has_function('jobkit', 'fail_jobs',
-    array['uuid[]', 'integer[]', 'text[]', 'interval[]', 'boolean[]', 'integer[]'],
-    'jobkit.fail_jobs(uuid[], int[], text[], interval[], boolean[], int[]) exists');
+    array['uuid[]', 'integer[]', 'text[]', 'interval[]', 'boolean[]'],
+    'jobkit.fail_jobs(uuid[], int[], text[], interval[], boolean[]) exists');
 select function_returns('jobkit', 'fail_jobs',
-    array['uuid[]', 'integer[]', 'text[]', 'interval[]', 'boolean[]', 'integer[]'],
+    array['uuid[]', 'integer[]', 'text[]', 'interval[]', 'boolean[]'],
     'setof record', 'fail_jobs returns a set');
 select has_function('jobkit', 'snooze_job', array['uuid', 'integer', 'interval'],
     'jobkit.snooze_job(uuid, int, interval) exists');
@@ -94,8 +94,11 @@ select function_returns('jobkit', 'wake_all', array[]::name[], 'integer', 'wake_
 -- The columns of the functions returning a table.
 select is(pg_get_function_result('jobkit.enqueue_many(text[], jsonb[], int[], timestamptz[], int[], text[])'::regprocedure),
     'TABLE(ord bigint, id uuid)', 'enqueue_many returns table(ord bigint, id uuid)');
-select is(pg_get_function_result('jobkit.fail_jobs(uuid[], int[], text[], interval[], boolean[], int[])'::regprocedure),
+select is(pg_get_function_result('jobkit.fail_jobs(uuid[], int[], text[], interval[], boolean[])'::regprocedure),
     'TABLE(id uuid, status text)', 'fail_jobs returns table(id uuid, status text)');
+select is(pg_get_function_result('jobkit.claim_jobs(text, int, text, interval, text, int)'::regprocedure),
+    'TABLE(id uuid, type text, attempts integer, max_attempts integer, priority integer, payload jsonb, idempotency_key text)',
+    'claim_jobs returns what a handler needs');
 select is(pg_get_function_result('jobkit.sweep_stuck()'::regprocedure),
     'TABLE(id uuid, status text)', 'sweep_stuck returns table(id uuid, status text)');
 
@@ -111,14 +114,14 @@ select results_eq(
       order by 1$$,
     $$values
       ('cancel_job', 'p_id uuid'),
-      ('claim_jobs', 'p_type text, p_limit integer, p_worker text, p_lease interval, p_rate_key text DEFAULT NULL::text'),
+      ('claim_jobs', 'p_type text, p_limit integer, p_worker text, p_lease interval, p_rate_key text DEFAULT NULL::text, p_max_attempts integer DEFAULT NULL::integer'),
       ('complete_job', 'p_id uuid, p_attempt integer, p_result jsonb'),
       ('complete_jobs', 'p_ids uuid[], p_attempts integer[], p_results jsonb[]'),
       ('enqueue', 'p_type text, p_payload jsonb, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT now(), p_max_attempts integer DEFAULT NULL::integer, p_idempotency_key text DEFAULT NULL::text'),
       ('enqueue_many', 'p_type text[], p_payload jsonb[], p_priority integer[] DEFAULT NULL::integer[], p_run_at timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_max_attempts integer[] DEFAULT NULL::integer[], p_idempotency_key text[] DEFAULT NULL::text[]'),
       ('extend_lease', 'p_id uuid, p_attempt integer, p_by interval'),
       ('fail_job', 'p_id uuid, p_attempt integer, p_error text, p_retry_in interval DEFAULT NULL::interval, p_permanent boolean DEFAULT false'),
-      ('fail_jobs', 'p_ids uuid[], p_attempts integer[], p_errors text[], p_retry_in interval[] DEFAULT NULL::interval[], p_permanent boolean[] DEFAULT NULL::boolean[], p_max_attempts integer[] DEFAULT NULL::integer[]'),
+      ('fail_jobs', 'p_ids uuid[], p_attempts integer[], p_errors text[], p_retry_in interval[] DEFAULT NULL::interval[], p_permanent boolean[] DEFAULT NULL::boolean[]'),
       ('pick_job', 'p_type text'),
       ('pick_jobs', 'p_type text, p_limit integer, p_worker text, p_lease interval'),
       ('prune', 'p_older_than interval, p_batch_size integer DEFAULT 5000, p_max_batches integer DEFAULT 100'),

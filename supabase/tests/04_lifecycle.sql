@@ -126,10 +126,10 @@ select is((select status from jobkit.jobs where idempotency_key = 'pgtap-4'), 'd
 select is(jobkit.retry_job((select id from jobkit.jobs where idempotency_key = 'pgtap-4')), true,
     'retry_job revives a dead job');
 select results_eq(
-    $$select status, max_attempts - attempts = (jobkit.type_settings(type)).max_attempts
+    $$select status, round_start = attempts, max_attempts
       from jobkit.jobs where idempotency_key = 'pgtap-4'$$,
-    $$values ('pending', true)$$,
-    'pending again with a fresh round of the type''s attempts'
+    $$values ('pending', true, 1)$$,
+    'pending again with a fresh round of the job''s own max_attempts'
 );
 select is(jobkit.cancel_job((select id from jobkit.jobs where idempotency_key = 'pgtap-4')), true,
     'cancel_job cancels a pending job');

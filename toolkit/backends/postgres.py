@@ -7,7 +7,8 @@ pg_net transport rather than NOTIFY.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 from uuid import UUID
 
@@ -31,9 +32,10 @@ class PostgresBackend:
         await self.pool.close()
 
     async def claim(self, job_type: str, limit: int, worker: str, lease: timedelta,
-                    rate_key: str | None) -> list[Claimed]:
+                    rate_key: str | None, max_attempts: int | None) -> list[Claimed]:
         rows = await self.pool.tuples(self.q["claim_jobs"], binary=True, params={
-            "type": job_type, "limit": limit, "worker": worker, "lease": lease, "rate_key": rate_key})
+            "type": job_type, "limit": limit, "worker": worker, "lease": lease, "rate_key": rate_key,
+            "max_attempts": max_attempts})
         return [Claimed._make(r) for r in rows]
 
     async def complete(self, done: Sequence[Done]) -> set[UUID]:
@@ -67,6 +69,17 @@ class PostgresBackend:
     async def due_types(self) -> list[str]:
         return [r["type"] for r in await self.pool.all(self.q["due_types"])]
 
-    async def worker_token(self) -> str | None:
-        value = await self.pool.scalar(self.q["worker_token"])
-        return str(value) if value is not None else None
+    async def next_due(self, job_type: str) -> float | None:
+        value = await self.pool.scalar(self.q["next_due"], {"type": job_type})
+        return None if value is None else float(value)
+
+    async def worker_keys(self) -> list[str]:
+        row = await self.pool.one(self.q["worker_keys"])
+        return [str(v) for v in (row or {}).values() if v is not None]
+
+    async def ping(self) -> None:
+        await self.pool.scalar(self.q["ping"])
+
+    def listen(self, channel: str) -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        """A LISTEN session on ``channel`` (its own connection): the NOTIFY wake-ups."""
+        return self.pool.listen(channel)

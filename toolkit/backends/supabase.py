@@ -8,6 +8,7 @@ the wrappers grant nothing to anon or authenticated. The key is never put in a m
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Sequence
 from datetime import timedelta
@@ -69,15 +70,16 @@ class SupabaseBackend:
             await client.postgrest.aclose()
 
     async def claim(self, job_type: str, limit: int, worker: str, lease: timedelta,
-                    rate_key: str | None) -> list[Claimed]:
+                    rate_key: str | None, max_attempts: int | None) -> list[Claimed]:
         rows = await self._rpc("claim_jobs", {"p_type": job_type, "p_limit": limit, "p_worker": worker,
-                                              "p_lease": _interval(lease), "p_rate_key": rate_key})
+                                              "p_lease": _interval(lease), "p_rate_key": rate_key,
+                                              "p_max_attempts": max_attempts})
         return [_claimed(r) for r in rows or []]
 
     async def complete(self, done: Sequence[Done]) -> set[UUID]:
         ids = await self._rpc("complete_jobs", {
             "p_ids": [str(d[0]) for d in done], "p_attempts": [d[1] for d in done],
-            "p_results": [d[2] for d in done]})
+            "p_results": [None if d[2] is None else json.loads(d[2]) for d in done]})
         return {UUID(i) for i in ids or []}
 
     async def fail(self, failures: Sequence[Failure]) -> dict[UUID, str]:
@@ -85,8 +87,7 @@ class SupabaseBackend:
             "p_ids": [str(f.id) for f in failures], "p_attempts": [f.attempt for f in failures],
             "p_errors": [f.error for f in failures],
             "p_retry_in": [_interval(f.retry_in) for f in failures],
-            "p_permanent": [f.permanent for f in failures],
-            "p_max_attempts": [f.max_attempts for f in failures]})
+            "p_permanent": [f.permanent for f in failures]})
         return {UUID(r["id"]): str(r["status"]) for r in rows or []}
 
     async def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> bool:
@@ -116,9 +117,16 @@ class SupabaseBackend:
     async def due_types(self) -> list[str]:
         return [str(t) for t in await self._rpc("due_types", {}) or []]
 
-    async def worker_token(self) -> str | None:
-        value = await self._rpc("worker_token", {})
-        return str(value) if value is not None else None
+    async def next_due(self, job_type: str) -> float | None:
+        value = await self._rpc("next_due_in", {"p_type": job_type})
+        return None if value is None else float(value)
+
+    async def worker_keys(self) -> list[str]:
+        rows = await self._rpc("worker_keys", {})
+        return [str(v) for row in rows or [] for v in row.values() if v is not None]
+
+    async def ping(self) -> None:
+        await self._rpc("ping", {})
 
     async def _rpc(self, fn: str, params: dict[str, Any]) -> Any:
         """POST /rest/v1/rpc/<fn> in the API schema; the decoded JSON body."""

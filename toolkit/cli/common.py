@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from ..config import Settings, load_settings, worker_token_from_env
+from ..config import Settings, load_settings, worker_secret_from_env
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -22,8 +22,8 @@ class State:
     def settings(self, db_url: str | None = None) -> Settings:
         return load_settings(self.config_path, db_url=db_url)
 
-    def worker_token(self) -> str | None:
-        return worker_token_from_env()
+    def worker_secret(self) -> str | None:
+        return worker_secret_from_env()
 
 
 pass_state = click.make_pass_decorator(State, ensure=True)

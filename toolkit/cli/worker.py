@@ -9,8 +9,9 @@ import click
 from ..backends.supabase import SupabaseBackend
 from ..config import supabase_api_from_env
 from ..durations import parse_duration
+from ..endpoint import EndpointOptions
 from ..exceptions import ConfigError
-from ..workerapp import WorkerOptions, listen, load_registry, postgres_backend, serve
+from ..workerapp import WorkerOptions, load_registry, postgres_backend, serve
 from .common import State, db_url_option, pass_state
 
 
@@ -27,18 +28,23 @@ def worker() -> None:
 @worker.command("serve")
 @click.argument("registry_spec", metavar="MODULE:REGISTRY")
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
 @click.option("--concurrency", type=click.IntRange(1, 1024), default=16, show_default=True,
               help="Jobs run at once by this process.")
-@click.option("--batch-size", type=click.IntRange(1, 1000), default=50, show_default=True,
-              help="Most jobs claimed per statement.")
-@click.option("--prefetch", type=click.IntRange(1, 100), default=1, show_default=True,
-              help="Claim up to concurrency x prefetch jobs ahead (their leases are kept alive).")
+@click.option("--batch-size", type=click.IntRange(1, 1000), default=None,
+              help="Most jobs claimed per statement (default: adapts, up to 100).")
+@click.option("--prefetch", type=click.IntRange(1, 100), default=None,
+              help="Hold up to concurrency x prefetch claimed jobs (default: adapts to handler times).")
 @click.option("--mode", type=click.Choice(["background", "sync"]), default="background",
               show_default=True, help="background: answer 202 at once; sync: drain, then answer.")
 @click.option("--grace", default="30s", show_default=True, help="On SIGTERM, how long running jobs get.")
+@click.option("--linger", default=None,
+              help="How long an emptied drain re-checks for new jobs "
+              "(default: 2s over HTTP, 0s with --listen).")
+@click.option("--give-up", default="5m", show_default=True,
+              help="Exit non-zero when the database (or LISTEN) stays unreachable this long.")
 @click.option("--listen", "listen_mode", is_flag=True,
-              help="LISTEN for NOTIFY wake-ups instead of serving HTTP (no pg_net).")
+              help="Also LISTEN for NOTIFY wake-ups (the transport without pg_net).")
 @click.option("--no-prepare", is_flag=True, help="No prepared statements (Supavisor transaction mode).")
 @click.option("--data-api", is_flag=True,
               help="Call jobkit through Supabase's Data API ([api] schema, $SUPABASE_URL, "
@@ -46,11 +52,13 @@ def worker() -> None:
 @db_url_option
 @pass_state
 def serve_command(state: State, registry_spec: str, host: str, port: int, concurrency: int,
-                  batch_size: int, prefetch: int, mode: str, grace: str, listen_mode: bool,
-                  no_prepare: bool, data_api: bool, db_url: str | None) -> None:
+                  batch_size: int | None, prefetch: int | None, mode: str, grace: str, linger: str | None,
+                  give_up: str, listen_mode: bool, no_prepare: bool, data_api: bool,
+                  db_url: str | None) -> None:
     """Serve POST /run and GET /healthz for the handlers in MODULE:REGISTRY.
 
-    The bearer token is $JOBKIT_WORKER_TOKEN, else the one `jobkit secrets set` stored.
+    Wake-ups are signed by the database with the secret `jobkit secrets set` stored (the worker
+    reads it, and follows its rotations); $JOBKIT_WORKER_SECRET fixes it instead.
 
     \b
     Examples:
@@ -60,9 +68,14 @@ def serve_command(state: State, registry_spec: str, host: str, port: int, concur
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = state.settings(db_url)
     registry = load_registry(registry_spec)
-    options = WorkerOptions(host=host, port=port, concurrency=concurrency, batch_size=batch_size,
-                            prefetch=prefetch, mode=mode, grace=parse_duration(grace, what="--grace"),
-                            prepare=not no_prepare, token=state.worker_token())
+    default_linger = 0.0 if listen_mode else 2.0
+    lingering = parse_duration(linger, what="--linger").total_seconds() if linger else default_linger
+    endpoint = EndpointOptions(
+        concurrency=concurrency, batch_size=batch_size, prefetch=prefetch, mode=mode,
+        grace=parse_duration(grace, what="--grace"), linger=lingering,
+        give_up=parse_duration(give_up, what="--give-up"),
+        listen=f"{settings.schema}_wake" if listen_mode else None, secret=state.worker_secret())
+    options = WorkerOptions(host=host, port=port, prepare=not no_prepare, endpoint=endpoint)
     if data_api:
         api = supabase_api_from_env()
         if api is None or settings.api_schema is None or listen_mode:
@@ -70,8 +83,4 @@ def serve_command(state: State, registry_spec: str, host: str, port: int, concur
                               "(and no --listen)", hint="set them, then run `jobkit deploy`")
         serve(registry, SupabaseBackend(*api, settings.api_schema), options)
         return
-    backend = postgres_backend(settings, options)
-    if listen_mode:
-        listen(registry, backend, settings, options)
-    else:
-        serve(registry, backend, options)
+    serve(registry, postgres_backend(settings, options), options)

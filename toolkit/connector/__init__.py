@@ -154,10 +154,29 @@ def _translated() -> Iterator[None]:
             f"permission denied: {_first_line(exc)}",
             hint="connect as the database owner (on Supabase: the postgres role)",
         ) from exc
-    except psycopg.OperationalError as exc:
-        raise ConnectionFailed(f"lost the database connection: {_first_line(exc)}") from exc
+    except UnicodeEncodeError as exc:  # a lone surrogate in a str parameter (never valid UTF-8)
+        raise DatabaseError(f"a value cannot be sent as UTF-8: {exc}",
+                            hint="strings sent to the database must be valid Unicode text") from exc
     except psycopg.Error as exc:
+        if connection_lost(exc):
+            raise ConnectionFailed(f"lost the database connection: {_first_line(exc)}") from exc
         raise DatabaseError(_first_line(exc), hint=_hint(exc)) from exc
+
+
+#: SQLSTATEs that mean the session is gone (class 08, and the server shutting down or starting).
+_LOST_STATES = ("57P01", "57P02", "57P03")
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """True when ``exc`` means the connection is gone, not that the statement failed. psycopg files
+    resource and limit errors (classes 53, 54, 57014) under OperationalError too: a result too
+    large to store is not a lost connection."""
+    if not isinstance(exc, psycopg.Error):
+        return False
+    state = exc.sqlstate
+    if state is None:
+        return isinstance(exc, psycopg.OperationalError) or isinstance(exc, psycopg.InterfaceError)
+    return state.startswith("08") or state in _LOST_STATES
 
 
 def sqlstate(exc: BaseException) -> str | None:

@@ -3,16 +3,19 @@
 Queries come from the packaged .sql files; values are bound parameters. psycopg prepares a
 statement after it has run a few times on a connection, which is what the hot path wants; behind
 Supavisor's transaction pooler (port 6543) prepared statements break, so ``prepare=False`` turns
-them off.
+them off. A connection that breaks (a server restart) fails the statement it was running with
+ConnectionFailed and leaves the pool; the next statement gets a fresh one.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import psycopg
+from psycopg import sql as pgsql
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -21,6 +24,10 @@ from ..exceptions import ConnectionFailed
 from . import Params, Row, _q, _translated, redact
 
 _decode = json.JSONDecoder().decode
+LISTEN_CHECK = 15.0  # seconds of silence after which a LISTEN connection is checked
+#: TCP keepalives, so that a connection to a vanished server fails instead of hanging.
+KEEPALIVES: dict[str, Any] = {
+    "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
 
 
 def _loads(data: str | bytes) -> Any:
@@ -39,13 +46,14 @@ class AsyncPool:
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10,
                  application_name: str = "jobkit worker", prepare: bool = True) -> None:
         self.url = url
+        self.application_name = application_name
         kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row,
-                                  "application_name": application_name}
+                                  "application_name": application_name, **KEEPALIVES}
         if not prepare:
             kwargs["prepare_threshold"] = None
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Row]] = AsyncConnectionPool(
             url, min_size=min_size, max_size=max_size, kwargs=kwargs, open=False, configure=_configure,
-            connection_class=psycopg.AsyncConnection[Row])
+            connection_class=psycopg.AsyncConnection[Row], timeout=10.0, reconnect_timeout=float("inf"))
 
     async def open(self, timeout: float = 10.0) -> None:
         try:
@@ -53,22 +61,23 @@ class AsyncPool:
         except psycopg.OperationalError as exc:  # pragma: no cover - depends on the server
             raise ConnectionFailed(f"cannot connect to {redact(self.url)}: {exc}") from None
         except PoolTimeout:
+            await self._pool.close()
             raise ConnectionFailed(f"cannot connect to {redact(self.url)} within {timeout:.0f}s") from None
 
     async def close(self) -> None:
         await self._pool.close()
 
     async def all(self, sql: str, params: Params = None) -> list[Row]:
-        async with self._pool.connection() as conn:
-            with _translated():
+        with _pooled():
+            async with self._pool.connection() as conn:
                 cur = await conn.execute(_q(sql), params)
                 return await cur.fetchall()
 
     async def tuples(self, sql: str, params: Params = None, *, binary: bool = False) -> list[tuple[Any, ...]]:
         """Rows as plain tuples, in the query's column order (the hot path: no dict per row);
         ``binary`` asks for binary results (uuids and ints decode faster)."""
-        async with self._pool.connection() as conn:
-            with _translated():
+        with _pooled():
+            async with self._pool.connection() as conn:
                 cur = conn.cursor(row_factory=tuple_row, binary=binary)
                 await cur.execute(_q(sql), params)
                 return await cur.fetchall()
@@ -81,15 +90,39 @@ class AsyncPool:
         row = await self.one(sql, params)
         return None if row is None else next(iter(row.values()))
 
-    async def notifications(self, channel: str) -> AsyncIterator[tuple[str, str]]:
-        """LISTEN on ``channel`` over a dedicated connection; yields (channel, payload)."""
-        from psycopg import sql as pgsql
-
-        conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+    @asynccontextmanager
+    async def listen(self, channel: str) -> AsyncIterator[AsyncIterator[str]]:
+        """LISTEN on ``channel`` over a dedicated connection; LISTEN is in place when this enters.
+        Yields the notifications' payloads; a broken connection raises ConnectionFailed (it is
+        checked after LISTEN_CHECK seconds without a notification)."""
+        with _translated():
+            conn = await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=10,
+                application_name=f"{self.application_name} (listen)", **KEEPALIVES)
         try:
             with _translated():
                 await conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(channel)))
-            async for note in conn.notifies():
-                yield note.channel, note.payload
+            yield _payloads(conn)
         finally:
             await conn.close()
+
+
+async def _payloads(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[str]:
+    while True:
+        with _translated():
+            got = False
+            async for note in conn.notifies(timeout=LISTEN_CHECK):
+                got = True
+                yield note.payload
+            if not got:
+                await conn.execute("select 1")  # silence: make sure the connection still works
+
+
+@contextmanager
+def _pooled() -> Iterator[None]:
+    """Driver errors become jobkit errors; so does waiting too long for a pooled connection."""
+    try:
+        with _translated():
+            yield
+    except PoolTimeout as exc:
+        raise ConnectionFailed(f"no database connection within the pool's timeout: {exc}") from None

@@ -4,13 +4,12 @@ own LocalCluster), a template database with jobkit deployed, and a fresh databas
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from clusters import running_cluster
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
 from jobkit.deploy import DeployOptions, deploy
@@ -30,20 +29,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: builds a venv or starts extra clusters (-m 'not slow' skips)")
     for var in ("JOBKIT_DB_URL", "SUPABASE_DB_URL", "DATABASE_URL", "JOBKIT_CONFIG", "JOBKIT_HOME"):
         os.environ.pop(var, None)
-
-
-@contextmanager
-def running_cluster(home: Path, **flags: bool) -> Iterator[LocalCluster]:
-    """A started LocalCluster (fsync off), stopped and removed afterwards."""
-    local = LocalCluster(home, fsync=False, **flags)
-    local.start()
-    data_dir = local.status().data_dir
-    try:
-        yield local
-    finally:
-        local.stop()
-        if not data_dir.is_relative_to(local.home):  # moved out of a home postgres cannot reach
-            shutil.rmtree(data_dir.parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,6 @@ from standins import PgNetStandIn
 from standins.http_server import Server
 
 
-
 def test_a_real_pg_cron_tick_wakes_the_worker(
     cluster: LocalCluster, admin: Session, db_url: str, server: Server
 ) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import HEAD, MIGRATIONS, running_cluster
+from clusters import running_cluster
+from conftest import HEAD, MIGRATIONS
 from jobkit.cli import cli
 from jobkit.config import Settings, load_settings
 from jobkit.connector import Database, Session

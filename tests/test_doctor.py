@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from click.testing import CliRunner
-from conftest import running_cluster
+from clusters import running_cluster
 from jobkit.cli import cli
 from jobkit.config import Settings
 from jobkit.connector import Database, Session

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import running_cluster
+from clusters import running_cluster
 from jobkit.exceptions import LocalDbError
 from jobkit.localdb import STATE_FILE, LocalCluster, find_pg_bin
 

@@ -3,16 +3,9 @@ and through NOTIFY; kill -9 mid-batch; SIGTERM mid-drain; two processes under on
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,45 +17,7 @@ from jobkit.manager import JobManager, NewJob
 from jobkit.secrets import set_secrets
 from jobkit.signing import signed_headers
 from standins import PgNetStandIn
-
-SECRET = "e2e-worker-secret-0a1b2c3d4e5f6a7b8c9d0e1f"
-TESTS = Path(__file__).parent
-
-
-class Worker:
-    """One `jobkit worker serve` process."""
-
-    def __init__(self, db_url: str, *args: str) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "JOBKIT_WORKER_SECRET": SECRET, "E2E_DB_URL": db_url, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jobkit", "worker", "serve", "e2e_handlers:jobs", "--port", str(self.port),
-             "--db-url", db_url, *args], cwd=TESTS, env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True)
-        _wait(lambda: self._healthy(), 20, "worker did not start")  # with --listen: LISTEN is in place
-
-    def _healthy(self) -> bool:
-        try:
-            return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def run(self, body: dict[str, Any], secret: str | None = SECRET) -> httpx.Response:
-        raw = json.dumps({"nonce": uuid.uuid4().hex, **body}).encode()
-        headers = signed_headers(secret, raw) if secret else {"Content-Type": "application/json"}
-        return httpx.post(self.url + "/run", content=raw, headers=headers, timeout=30)
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> tuple[int, str]:
-        """Signal the process and wait; 0 after a graceful stop. (uvicorn re-raises the signal it
-        caught once its shutdown is done, so a clean exit after SIGTERM reads as -SIGTERM.)"""
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        out, _ = self.proc.communicate(timeout=timeout)
-        graceful = "worker stopped" in out and self.proc.returncode in (0, -sig)
-        return (0 if graceful else self.proc.returncode or 1), out
+from workers import SECRET, Worker, wait_until
 
 
 @pytest.fixture
@@ -89,11 +44,7 @@ def tables(session: Session) -> Session:
 
 
 def _wait(check: Callable[[], bool], timeout: float, message: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(message)
-        time.sleep(0.1)
+    wait_until(check, timeout, message, every=0.1)
 
 
 def _count(session: Session, where: str) -> int:

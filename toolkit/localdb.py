@@ -147,6 +147,18 @@ class LocalCluster:
             args = ["stop", "-w", "-t", "60", "-m", "fast", "-D", str(layout.data_dir)]
             _run([*self._prefix, str(find_pg_bin() / "pg_ctl"), *args], "pg_ctl stop")
 
+    def restart(self, mode: str = "fast") -> None:
+        """Restart a running cluster: ``fast`` disconnects sessions and shuts down cleanly,
+        ``immediate`` kills the server (crash recovery at start; unlogged tables are emptied)."""
+        if mode not in ("smart", "fast", "immediate"):
+            raise LocalDbError(f"unknown shutdown mode {mode!r}", hint="use smart, fast or immediate")
+        layout = self._layout()
+        if self._pid(layout) is None:
+            raise LocalDbError(f"the local PostgreSQL in {self.home} is not running", hint="run `jobkit db start`")
+        log = layout.data_dir.parent / "postgres.log"
+        args = ["restart", "-w", "-t", "60", "-m", mode, "-D", str(layout.data_dir), "-l", str(log)]
+        _run([*self._prefix, str(find_pg_bin() / "pg_ctl"), *args], "pg_ctl restart")
+
     def status(self) -> ClusterStatus:
         layout = self._layout()
         pid = self._pid(layout)

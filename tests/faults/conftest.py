@@ -1,0 +1,52 @@
+"""Fixtures of the fault suite; the helpers and the method are in faultkit.py."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from clusters import running_cluster
+from faultkit import APP, HERE
+from jobkit.localdb import LocalCluster
+from psycopg import sql as psql
+from workers import Worker
+
+
+@pytest.fixture(scope="module")
+def restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A cluster of this module's own, so that restarting it disturbs no other test."""
+    with running_cluster(tmp_path_factory.mktemp("faults")) as local:
+        yield local
+
+
+@pytest.fixture
+def fault_url(restartable: LocalCluster) -> Iterator[str]:
+    """A fresh database on the module's restartable cluster."""
+    name = f"f_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(restartable.url(), autocommit=True) as conn:
+        conn.execute(psql.SQL("create database {}").format(psql.Identifier(name)))
+    try:
+        yield restartable.url(name)
+    finally:
+        with psycopg.connect(restartable.url(), autocommit=True) as conn:
+            conn.execute("select cron.unschedule(jobid) from cron.job where database = %s", (name,))
+            conn.execute(psql.SQL("drop database if exists {} with (force)").format(psql.Identifier(name)))
+
+
+@pytest.fixture
+def workers() -> Iterator[Callable[..., Worker]]:
+    """Start fault workers (cwd tests/faults); every one still running is killed at the end."""
+    started: list[Worker] = []
+
+    def start(url: str, *args: str, **options: Any) -> Worker:
+        started.append(Worker(url, *args, app=APP, cwd=HERE, **options))
+        return started[-1]
+
+    yield start
+    for w in started:
+        if w.alive:
+            w.proc.kill()
+            w.proc.communicate(timeout=10)

@@ -1,0 +1,48 @@
+"""Handlers for the fault suite, served by real `jobkit worker serve` processes (cwd tests/faults).
+
+Every run records a side effect (job id, attempt, process id) in the test database's
+side_effects table before it does anything else, so a test can count how often each job ran."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import jobkit
+import psycopg
+from jobkit.config import Backoff
+
+jobs = jobkit.Registry()
+QUICK = Backoff(base=timedelta(seconds=1), factor=1.0, cap=timedelta(seconds=1), jitter=0.0)
+_local = threading.local()
+
+
+def side_effect(ctx: Any) -> None:
+    """Insert (job id, attempt, pid) into side_effects on this thread's own connection."""
+    conn = getattr(_local, "conn", None)
+    if conn is None or conn.closed:
+        conn = _local.conn = psycopg.connect(os.environ["E2E_DB_URL"], autocommit=True)
+    try:
+        conn.execute("insert into side_effects (job_id, attempt, pid) values (%s, %s, %s)",
+                     (str(ctx.id), ctx.attempt, os.getpid()))
+    except psycopg.OperationalError:  # the server restarted: a new connection, once
+        _local.conn = psycopg.connect(os.environ["E2E_DB_URL"], autocommit=True)
+        _local.conn.execute("insert into side_effects (job_id, attempt, pid) values (%s, %s, %s)",
+                            (str(ctx.id), ctx.attempt, os.getpid()))
+
+
+@jobs.handler("fault.work", timeout=30, lease=5, backoff=QUICK)
+def work(payload: Any, ctx: Any) -> Any:
+    side_effect(ctx)
+    time.sleep(float(payload.get("seconds", 0.05)))
+    return {"attempt": ctx.attempt, "pid": os.getpid()}
+
+
+@jobs.handler("fault.crash", timeout=30, lease=5, max_attempts=2, backoff=QUICK)
+def crash(payload: Any, ctx: Any) -> None:
+    """Takes the whole process down on every attempt."""
+    side_effect(ctx)
+    os._exit(3)

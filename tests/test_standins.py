@@ -1,6 +1,6 @@
 """The pg_net and Vault TEST STAND-INS (tests/standins/) behave like the real extensions: pg_net's
 signatures, "sent only after commit", its worker's timing (woken at commit, batches, a 1 s pause after
-each), response rows and error texts; Vault's API and privileges."""
+each), response rows and error texts, plus the stand-in's fault mode; Vault's API and privileges."""
 
 from __future__ import annotations
 
@@ -42,6 +42,16 @@ def one(url: str, query: str, *args: Any) -> Any:
         row = conn.execute(query, args).fetchone()
         assert row is not None
         return row[0]
+
+
+def post_many(url: str, target: str, count: int, timeout_ms: int = 5000) -> list[int]:
+    """`count` net.http_post calls in one transaction (one wake-up); their request ids."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "select net.http_post(%s, timeout_milliseconds => %s) from generate_series(1, %s)",
+            (target, timeout_ms, count),
+        ).fetchall()
+    return [row[0] for row in rows]
 
 
 def wait_until(check: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -301,6 +311,70 @@ def test_a_row_inserted_into_the_queue_waits_for_a_wake(net: PgNetStandIn, serve
         conn.execute("select net.http_get(%s)", (server.base + "/ok?woken",))
     seen = server.wait_for(2, timeout=3)
     assert sorted(s.path for s in seen) == ["/ok?direct", "/ok?woken"]
+
+
+def test_drop_mode(fresh_db: str, server: Server) -> None:
+    worker = PgNetStandIn(fresh_db, drop_rate=1.0)
+    worker.install()
+    with worker:
+        for request_id in post_many(fresh_db, server.base + "/ok", 3):
+            response = worker.response(request_id)
+            assert response is not None
+            assert (response["status_code"], response["timed_out"]) == (None, False)
+            assert response["error_msg"] == "Couldn't connect to server"
+    assert server.seen == []
+    assert worker.stats["dropped"] == 3 and worker.stats["sent"] == 0
+
+
+def test_timeout_mode_delivers_but_records_a_timeout(fresh_db: str, server: Server) -> None:
+    worker = PgNetStandIn(fresh_db, timeout_rate=1.0)
+    worker.install()
+    with worker:
+        started = time.monotonic()
+        for request_id in post_many(fresh_db, server.base + "/ok", 2, timeout_ms=300):
+            response = worker.response(request_id)
+            assert response is not None
+            assert (response["status_code"], response["timed_out"]) == (None, True)
+            assert response["error_msg"].startswith("Timeout of 300 ms reached. Total time: ")
+        assert time.monotonic() - started >= 0.3  # held in flight until the timeout, as a real one
+    assert [s.path for s in server.seen] == ["/ok", "/ok"]
+    assert worker.stats["timed_out"] == 2 and worker.stats["sent"] == 0
+
+
+def test_lose_mode_leaves_no_trace(fresh_db: str, server: Server) -> None:
+    worker = PgNetStandIn(fresh_db, lose_rate=1.0)
+    worker.install()
+    with worker:
+        post_many(fresh_db, server.base + "/ok", 3)
+        wait_until(lambda: one(fresh_db, "select count(*) from net.http_request_queue") == 0)
+    assert server.seen == []
+    assert one(fresh_db, "select count(*) from net._http_response") == 0
+    assert worker.stats["lost"] == 3 and worker.stats["sent"] == 0
+
+
+def test_mixed_faults_add_up_and_repeat_with_the_seed(fresh_db: str, server: Server) -> None:
+    with pytest.raises(ValueError):
+        PgNetStandIn(fresh_db, drop_rate=0.6, lose_rate=0.6)
+    PgNetStandIn(fresh_db).install()
+
+    def run() -> dict[str, int]:
+        worker = PgNetStandIn(fresh_db, drop_rate=0.2, timeout_rate=0.2, lose_rate=0.2, seed=7)
+        with worker:
+            post_many(fresh_db, server.base + "/ok", 50, timeout_ms=300)
+            wait_until(lambda: one(fresh_db, "select count(*) from net.http_request_queue") == 0)
+        return {k: worker.stats[k] for k in ("sent", "dropped", "timed_out", "lost")}
+
+    stats = run()
+    assert sum(stats.values()) == 50 and all(stats.values())
+    assert len(server.seen) == stats["sent"] + stats["timed_out"]
+    counts = one(
+        fresh_db,
+        "select array[count(*) filter (where status_code = 200), count(*) filter (where timed_out),"
+        " count(*) filter (where error_msg = 'Couldn''t connect to server'), count(*)]"
+        " from net._http_response",
+    )
+    assert counts == [stats["sent"], stats["timed_out"], stats["dropped"], 50 - stats["lost"]]
+    assert run() == stats  # the same seed, the same fates
 
 
 def test_vault_create_read_update(fresh_db: str) -> None:

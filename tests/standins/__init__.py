@@ -3,7 +3,8 @@
 - pg_net 0.20.x: ``pg_net.sql`` (schema ``net``: the queue/response tables and http_get/http_post/
   http_delete; net.wake() NOTIFYs ``WAKE_CHANNEL`` at commit) plus ``PgNetStandIn``, which plays
   pg_net's background worker in a thread with its timing (woken at commit, batches of up to
-  ``batch_size``, a 1 s pause after each).
+  ``batch_size``, a 1 s pause after each) and an optional fault mode (dropped, timed-out, lost
+  requests).
 - supabase_vault 0.3.x: ``vault.sql`` (schema ``vault``: secrets, create_secret, update_secret,
   decrypted_secrets; base64 instead of encryption), loaded with ``install_vault(url)``.
 

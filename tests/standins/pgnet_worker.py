@@ -19,6 +19,14 @@ back its whole batch; rows INSERTed into the queue without net.wake() wait for s
 Sending is as in pg_net: http/https, redirects followed, one total ``timeout_milliseconds`` budget
 per request, libcurl's error texts in the response rows.
 
+Fault mode (``drop_rate``, ``timeout_rate``, ``lose_rate``: fractions of the requests taken, drawn
+from ``random.Random(seed)`` in id order): a dropped request never reaches the endpoint and gets an
+error row "Couldn't connect to server"; a timed-out one reaches the endpoint, is held until its
+timeout and gets pg_net's timeout row (timed_out true, no status), as a real timeout that still
+reached the server; a lost one neither reaches the endpoint nor gets a response row, as requests
+lost when a crash restart empties the unlogged queue. ``stats`` counts wakes, passes with requests
+and the fate of every request taken (sent, dropped, timed_out, lost).
+
 Remaining differences from pg_net:
 - pg_net's source would let the first wake that arrives during a batch end the following pause early
   (it sets the latch); measured on 0.20.4, the pause holds (197 of a 200-request burst answered ~1 s
@@ -44,6 +52,7 @@ Remaining differences from pg_net:
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 import ssl
 import threading
@@ -51,7 +60,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import psycopg
@@ -78,6 +87,7 @@ _INSERT = """insert into net._http_response(id, status_code, content, headers, c
 error_msg) values (%s, %s, %s, %s, %s, %s, %s)"""
 
 Row = tuple[int, int | None, str | None, Jsonb | None, str | None, bool, str | None]
+Fate = Literal["sent", "dropped", "timed_out", "lost"]
 
 
 class PgNetStandIn:
@@ -90,11 +100,22 @@ class PgNetStandIn:
         batch_size: int = 200,
         pause: float = 1.0,
         ttl: timedelta = timedelta(hours=6),
+        drop_rate: float = 0.0,
+        timeout_rate: float = 0.0,
+        lose_rate: float = 0.0,
+        seed: int | None = None,
     ) -> None:
+        rates = (drop_rate, timeout_rate, lose_rate)
+        if not all(0.0 <= rate <= 1.0 for rate in rates) or sum(rates) > 1.0:
+            raise ValueError("drop_rate, timeout_rate and lose_rate are fractions that add up to 1 at most")
         self.url, self.batch_size, self.pause, self.ttl = url, batch_size, pause, ttl
+        self.drop_rate, self.timeout_rate, self.lose_rate = rates
         self.error: BaseException | None = None  # what stopped the worker thread, if it crashed
-        # Since construction: wake-ups taken (outer loop), passes that took requests, requests sent.
-        self.stats = dict.fromkeys(("wakes", "batches", "sent"), 0)
+        # Since construction: wake-ups taken (outer loop), passes that took requests, and the fate of
+        # every request taken ("sent": sent as asked, whatever came back; the others: fault mode),
+        # counted when taken, before its pass commits.
+        self.stats = dict.fromkeys(("wakes", "batches", "sent", "dropped", "timed_out", "lost"), 0)
+        self._random = random.Random(seed)
         self._should_wake = False  # pg_net's shared flag; the worker thread's own once started
         self._stop = threading.Event()
         self._connected = threading.Event()  # set once the worker's connections are open and listening
@@ -231,13 +252,38 @@ class PgNetStandIn:
             batch = sorted(conn.execute(_TAKE, (self.batch_size,)).fetchall())
             if batch:
                 self.stats["batches"] += 1
-                self.stats["sent"] += len(batch)
-                rows = await asyncio.gather(*(self._send(client, request) for request in batch))
-                with conn.cursor() as cur:
-                    cur.executemany(_INSERT, rows)
+                fates = [self._fate() for _ in batch]  # drawn in id order: reproducible with a seed
+                rows = await asyncio.gather(*map(self._deliver, [client] * len(batch), batch, fates))
+                answered = [row for row in rows if row is not None]
+                if answered:
+                    with conn.cursor() as cur:
+                        cur.executemany(_INSERT, answered)
         return len(batch), expired
 
-    async def _send(self, client: httpx.AsyncClient, row: tuple[Any, ...]) -> Row:
+    def _fate(self) -> Fate:
+        faults: tuple[tuple[Fate, float], ...] = (
+            ("dropped", self.drop_rate),
+            ("timed_out", self.timeout_rate),
+            ("lost", self.lose_rate),
+        )
+        draw = self._random.random()
+        for fate, rate in faults:
+            if draw < rate:
+                return fate
+            draw -= rate
+        return "sent"
+
+    async def _deliver(self, client: httpx.AsyncClient, request: tuple[Any, ...], fate: Fate) -> Row | None:
+        """The response row of one request as its fate has it (None: lost, no row)."""
+        self.stats[fate] += 1
+        if fate == "lost":
+            return None
+        if fate == "dropped":
+            return (request[0], None, None, None, None, False, "Couldn't connect to server")
+        return await self._send(client, request, hold=fate == "timed_out")
+
+    async def _send(self, client: httpx.AsyncClient, row: tuple[Any, ...], *, hold: bool = False) -> Row:
+        """Send one request; with `hold`, keep it in flight after its answer until its timeout."""
         request_id, method, url, timeout_ms, header_lines, body = row
         headers = [(k, v) for k, sep, v in (line.partition(": ") for line in header_lines) if sep]
         if body is not None and not any(k.lower() == "content-type" for k, _ in headers):
@@ -252,6 +298,10 @@ class PgNetStandIn:
                     raw = b"".join([chunk async for chunk in response.aiter_raw()])
                 finally:
                     await response.aclose()
+                if hold:  # fault mode: the deadline ends this wait (no deadline: time out at once)
+                    if timeout_ms > 0:
+                        await asyncio.Event().wait()
+                    raise TimeoutError
         except (TimeoutError, httpx.TimeoutException):
             ms = (time.monotonic() - started) * 1000
             msg = f"Timeout of {timeout_ms} ms reached. Total time: {ms:f} ms (DNS time: {0:f} ms, "

@@ -1,19 +1,32 @@
 """The pg_net and Vault TEST STAND-INS (tests/standins/) behave like the real extensions: pg_net's
-signatures, "sent only after commit", response rows and error texts; Vault's API and privileges."""
+signatures, "sent only after commit", its worker's timing (woken at commit, batches, a 1 s pause after
+each), response rows and error texts, plus the stand-in's fault mode; Vault's API and privileges."""
 
 from __future__ import annotations
 
 import json
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from http.server import ThreadingHTTPServer
+from itertools import pairwise
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import errors
-from standins import PgNetStandIn, install_vault
-from standins.http_server import Server
+from standins import PG_NET_SQL, WAKE_CHANNEL, PgNetStandIn, install_vault
+from standins.http_server import Seen, Server, recording_server
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+    """conftest's recording server with a listen backlog that takes a whole batch at once: with
+    http.server's default of 5, the connections beyond it wait for a SYN retry (1 s), which would
+    blur the worker's own timing."""
+    monkeypatch.setattr(ThreadingHTTPServer, "request_queue_size", 256)
+    with recording_server() as state:
+        yield state
 
 
 @pytest.fixture
@@ -29,6 +42,51 @@ def one(url: str, query: str, *args: Any) -> Any:
         row = conn.execute(query, args).fetchone()
         assert row is not None
         return row[0]
+
+
+def post_many(url: str, target: str, count: int, timeout_ms: int = 5000) -> list[int]:
+    """`count` net.http_post calls in one transaction (one wake-up); their request ids."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "select net.http_post(%s, timeout_milliseconds => %s) from generate_series(1, %s)",
+            (target, timeout_ms, count),
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+class Arrivals(list[Seen]):
+    """A Server's `seen` list that also logs when each request reached the server."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple[float, Seen]] = []
+
+    def append(self, item: Seen) -> None:
+        self.log.append((time.monotonic(), item))  # one append: safe across the handler threads
+        super().append(item)
+
+
+def timed(server: Server) -> Arrivals:
+    server.seen = arrivals = Arrivals()
+    return arrivals
+
+
+def waves(arrivals: Arrivals, gap: float = 0.5) -> list[list[tuple[float, Seen]]]:
+    """The arrivals split wherever the server heard nothing for `gap` s."""
+    groups: list[list[tuple[float, Seen]]] = []
+    for entry in sorted(arrivals.log, key=lambda e: e[0]):
+        if groups and entry[0] - groups[-1][-1][0] < gap:
+            groups[-1].append(entry)
+        else:
+            groups.append([entry])
+    return groups
 
 
 def closed_port() -> int:
@@ -66,6 +124,13 @@ def test_signatures_match_pg_net_0_20(net: PgNetStandIn) -> None:
             False,
         ),
     }
+    wake = one(
+        net.url,
+        "select pg_get_function_result(p.oid) || ' ' || p.prosecdef::text from pg_proc p"
+        " where p.oid = 'net.wake()'::regprocedure",
+    )
+    assert wake == "void false"  # pg_net's signature; here it NOTIFYs the stand-in's channel
+    assert f"pg_notify('{WAKE_CHANNEL}', '')" in PG_NET_SQL.read_text()
     persistence = one(
         net.url,
         "select string_agg(relname || ':' || relpersistence::text, ',' order by relname) from pg_class"
@@ -80,7 +145,7 @@ def test_committed_post_is_sent_only_after_commit(net: PgNetStandIn, server: Ser
             "select net.http_post(%s, body => %s::jsonb, headers => %s::jsonb, timeout_milliseconds => 2000)",
             (server.base + "/ok", '{"job": 7}', '{"Authorization": "Bearer t0k"}'),
         ).fetchone()[0]  # type: ignore[index]
-        time.sleep(0.3)  # the worker polls every 20 ms but cannot see the uncommitted row
+        time.sleep(0.3)  # nothing wakes the worker before the commit (nor could it see the row)
         assert server.seen == []
         conn.commit()
     [seen] = server.wait_for(1)
@@ -98,12 +163,13 @@ def test_committed_post_is_sent_only_after_commit(net: PgNetStandIn, server: Ser
     assert one(net.url, "select count(*) from net.http_request_queue") == 0
 
 
-def test_rolled_back_post_sends_nothing(net: PgNetStandIn, server: Server) -> None:
+def test_rolled_back_post_sends_nothing_and_wakes_nothing(net: PgNetStandIn, server: Server) -> None:
     with psycopg.connect(net.url) as conn:
         conn.execute("select net.http_post(%s, timeout_milliseconds => 1000)", (server.base + "/ok",))
         conn.rollback()
     time.sleep(0.4)
     assert server.seen == []
+    assert net.stats["wakes"] == 0  # NOTIFY, like pg_net's commit callback, fires at commit only
     assert one(net.url, "select count(*) from net.http_request_queue") == 0
     assert one(net.url, "select count(*) from net._http_response") == 0
 
@@ -169,10 +235,146 @@ def test_expired_responses_are_deleted(fresh_db: str) -> None:
             " values (1, 200, now() - interval '7 hours'), (2, 200, now())"
         )
     with worker:
+        # As in pg_net, responses expire when the worker is woken; the stand-in starts idle (the
+        # 20 ms polling it used to do expired them without a wake).
+        one(fresh_db, "select net.wake()")
         deadline = time.monotonic() + 3
         while one(fresh_db, "select count(*) from net._http_response") != 1 and time.monotonic() < deadline:
             time.sleep(0.02)
     assert one(fresh_db, "select array_agg(id) from net._http_response") == [2]
+
+
+def test_an_isolated_post_is_sent_at_commit_and_stop_ends_the_pause(
+    net: PgNetStandIn, server: Server
+) -> None:
+    with psycopg.connect(net.url) as conn:
+        request_id = conn.execute("select net.http_post(%s)", (server.base + "/ok",)).fetchone()[0]  # type: ignore[index]
+        conn.commit()
+        committed = time.monotonic()
+    response = net.response(request_id, timeout=3)
+    assert response is not None and response["status_code"] == 200
+    assert time.monotonic() - committed < 0.3
+    assert {k: net.stats[k] for k in ("wakes", "batches", "sent")} == {"wakes": 1, "batches": 1, "sent": 1}
+    started = time.monotonic()
+    net.stop()  # the worker is in its 1 s pause after the batch: stop() does not wait it out
+    assert time.monotonic() - started < 0.5
+
+
+def test_a_burst_gets_a_first_batch_at_once_and_the_rest_after_the_pause(
+    net: PgNetStandIn, server: Server
+) -> None:
+    arrivals = timed(server)
+    first_commit = 0.0
+    with psycopg.connect(net.url) as conn:
+        for i in range(200):  # 200 single-row transactions, each waking the worker at commit
+            conn.execute("select net.http_post(%s, %s::jsonb)", (server.base + "/ok", json.dumps({"i": i})))
+            conn.commit()
+            if i == 0:
+                first_commit = time.monotonic()
+    assert len(server.wait_for(200, timeout=6)) == 200
+    first = min(t for t, _ in arrivals.log)
+    early = [t for t, _ in arrivals.log if t < first + 0.5]
+    late = [t for t, _ in arrivals.log if t >= first + 0.5]
+    assert first - first_commit < 0.3  # the first wake is served at once...
+    assert 1 <= len(early) < 200 and late  # ...with what had committed by then
+    assert min(late) >= first + 0.7  # the others waited out the pause after that batch
+    wait_until(lambda: one(net.url, "select count(*) from net._http_response") == 200)
+
+
+def test_batch_size_is_respected_with_a_pause_between_batches(fresh_db: str, server: Server) -> None:
+    worker = PgNetStandIn(fresh_db, batch_size=10)
+    worker.install()
+    with worker:
+        arrivals = timed(server)
+        with psycopg.connect(fresh_db) as conn:
+            for i in range(25):
+                conn.execute("select net.http_get(%s)", (f"{server.base}/ok?i={i}",))
+            conn.commit()  # one wake-up
+        assert len(server.wait_for(25, timeout=6)) == 25
+    groups = waves(arrivals)
+    assert [len(g) for g in groups] == [10, 10, 5]
+    assert {seen.path for _, seen in groups[0]} == {f"/ok?i={i}" for i in range(10)}  # in id order
+    for before, after in pairwise(group[0][0] for group in groups):
+        assert 0.7 <= after - before < 2.0
+    assert worker.stats["wakes"] == 1 and worker.stats["batches"] == 3
+
+
+def test_a_row_inserted_into_the_queue_waits_for_a_wake(net: PgNetStandIn, server: Server) -> None:
+    with psycopg.connect(net.url, autocommit=True) as conn:
+        conn.execute(
+            "insert into net.http_request_queue (method, url, headers, timeout_milliseconds)"
+            " values ('GET', %s, '{}', 2000)",
+            (server.base + "/ok?direct",),
+        )
+        time.sleep(0.5)
+        assert server.seen == [] and net.stats["wakes"] == 0  # no net.wake(): not sent, as in pg_net
+        conn.execute("select net.http_get(%s)", (server.base + "/ok?woken",))
+    seen = server.wait_for(2, timeout=3)
+    assert sorted(s.path for s in seen) == ["/ok?direct", "/ok?woken"]
+
+
+def test_drop_mode(fresh_db: str, server: Server) -> None:
+    worker = PgNetStandIn(fresh_db, drop_rate=1.0)
+    worker.install()
+    with worker:
+        for request_id in post_many(fresh_db, server.base + "/ok", 3):
+            response = worker.response(request_id)
+            assert response is not None
+            assert (response["status_code"], response["timed_out"]) == (None, False)
+            assert response["error_msg"] == "Couldn't connect to server"
+    assert server.seen == []
+    assert worker.stats["dropped"] == 3 and worker.stats["sent"] == 0
+
+
+def test_timeout_mode_delivers_but_records_a_timeout(fresh_db: str, server: Server) -> None:
+    worker = PgNetStandIn(fresh_db, timeout_rate=1.0)
+    worker.install()
+    with worker:
+        started = time.monotonic()
+        for request_id in post_many(fresh_db, server.base + "/ok", 2, timeout_ms=300):
+            response = worker.response(request_id)
+            assert response is not None
+            assert (response["status_code"], response["timed_out"]) == (None, True)
+            assert response["error_msg"].startswith("Timeout of 300 ms reached. Total time: ")
+        assert time.monotonic() - started >= 0.3  # held in flight until the timeout, as a real one
+    assert [s.path for s in server.seen] == ["/ok", "/ok"]
+    assert worker.stats["timed_out"] == 2 and worker.stats["sent"] == 0
+
+
+def test_lose_mode_leaves_no_trace(fresh_db: str, server: Server) -> None:
+    worker = PgNetStandIn(fresh_db, lose_rate=1.0)
+    worker.install()
+    with worker:
+        post_many(fresh_db, server.base + "/ok", 3)
+        wait_until(lambda: one(fresh_db, "select count(*) from net.http_request_queue") == 0)
+    assert server.seen == []
+    assert one(fresh_db, "select count(*) from net._http_response") == 0
+    assert worker.stats["lost"] == 3 and worker.stats["sent"] == 0
+
+
+def test_mixed_faults_add_up_and_repeat_with_the_seed(fresh_db: str, server: Server) -> None:
+    with pytest.raises(ValueError):
+        PgNetStandIn(fresh_db, drop_rate=0.6, lose_rate=0.6)
+    PgNetStandIn(fresh_db).install()
+
+    def run() -> dict[str, int]:
+        worker = PgNetStandIn(fresh_db, drop_rate=0.2, timeout_rate=0.2, lose_rate=0.2, seed=7)
+        with worker:
+            post_many(fresh_db, server.base + "/ok", 50, timeout_ms=300)
+            wait_until(lambda: one(fresh_db, "select count(*) from net.http_request_queue") == 0)
+        return {k: worker.stats[k] for k in ("sent", "dropped", "timed_out", "lost")}
+
+    stats = run()
+    assert sum(stats.values()) == 50 and all(stats.values())
+    assert len(server.seen) == stats["sent"] + stats["timed_out"]
+    counts = one(
+        fresh_db,
+        "select array[count(*) filter (where status_code = 200), count(*) filter (where timed_out),"
+        " count(*) filter (where error_msg = 'Couldn''t connect to server'), count(*)]"
+        " from net._http_response",
+    )
+    assert counts == [stats["sent"], stats["timed_out"], stats["dropped"], 50 - stats["lost"]]
+    assert run() == stats  # the same seed, the same fates
 
 
 def test_vault_create_read_update(fresh_db: str) -> None:

@@ -1,7 +1,10 @@
 """TEST STAND-INS for Supabase extensions that cannot be installed on the test machines.
 
 - pg_net 0.20.x: ``pg_net.sql`` (schema ``net``: the queue/response tables and http_get/http_post/
-  http_delete) plus ``PgNetStandIn``, which plays pg_net's background worker in a thread.
+  http_delete; net.wake() NOTIFYs ``WAKE_CHANNEL`` at commit) plus ``PgNetStandIn``, which plays
+  pg_net's background worker in a thread with its timing (woken at commit, batches of up to
+  ``batch_size``, a 1 s pause after each) and an optional fault mode (dropped, timed-out, lost
+  requests).
 - supabase_vault 0.3.x: ``vault.sql`` (schema ``vault``: secrets, create_secret, update_secret,
   decrypted_secrets; base64 instead of encryption), loaded with ``install_vault(url)``.
 
@@ -20,7 +23,7 @@ from pathlib import Path
 
 import psycopg
 
-from .pgnet_worker import APPLICATION_NAME, PG_NET_VERSION, PgNetStandIn, curl_error
+from .pgnet_worker import APPLICATION_NAME, PG_NET_VERSION, WAKE_CHANNEL, PgNetStandIn, curl_error
 
 PG_NET_SQL = Path(__file__).with_name("pg_net.sql")
 VAULT_SQL = Path(__file__).with_name("vault.sql")
@@ -42,6 +45,7 @@ __all__ = [
     "PG_NET_SQL",
     "PG_NET_VERSION",
     "VAULT_SQL",
+    "WAKE_CHANNEL",
     "PgNetStandIn",
     "curl_error",
     "install_pg_net",

@@ -7,11 +7,17 @@
 -- and the grants follow pg_net's sql/pg_net.sql (unchanged from 0.19.7 to 0.20.4).
 --
 -- Async semantics: net.http_get/http_post/http_delete only INSERT a row into net.http_request_queue,
--- inside the caller's transaction. The worker cannot see that row before the caller commits, and a
--- rollback removes it. That is pg_net's "the request is sent only after commit; a rollback means
--- nothing is sent" behaviour. (Real pg_net also wakes its worker at commit; the stand-in worker
--- polls every ~20 ms instead, and so also picks up rows INSERTed directly into the queue, which real
--- pg_net leaves there until its next wake-up.)
+-- inside the caller's transaction, and call net.wake(). The worker cannot see that row before the
+-- caller commits, and a rollback removes it: pg_net's "the request is sent only after commit; a
+-- rollback means nothing is sent". Real pg_net's net.wake() (C) registers a commit callback that sets
+-- the worker's should_wake flag and latch; here net.wake() is a NOTIFY on the stand-in's channel
+-- 'pg_net_test_standin_wake', which PostgreSQL also delivers at commit only (never on rollback, once
+-- per transaction). PgNetStandIn listens on it and then works like pg_net's worker: batches of up to
+-- batch_size requests with a 1 s pause after each, so requests that commit during a batch or a pause
+-- wait up to a second (see pgnet_worker.py). Rows INSERTed directly into the queue, without
+-- net.wake(), are sent only at some later wake, as in pg_net. Differences: NOTIFY takes PostgreSQL's
+-- notify-queue lock at commit (pg_net's wake is a lock-free flag), and a transaction that called
+-- net.wake() cannot be PREPAREd.
 --
 -- Loading this file DROPS any existing `net` schema (queued requests and responses included). It
 -- refuses to run where the real pg_net extension is installed.
@@ -163,8 +169,8 @@ begin
 end
 $$;
 
--- Real pg_net: C functions that restart / wake its background worker. The stand-in worker polls, so
--- these do nothing.
+-- Real pg_net: C functions that restart its background worker / wait until it runs. They do nothing
+-- here: PgNetStandIn is started and stopped by the tests.
 create or replace function net.worker_restart()
   returns bool
   language sql
@@ -176,10 +182,13 @@ create or replace function net.wait_until_running()
 as $$ select $$;
 comment on function net.wait_until_running() is 'waits until the worker is running';
 
+-- Real pg_net: C; at commit it sets the worker's should_wake flag and latch, nothing on rollback.
+-- The stand-in: a NOTIFY, delivered at commit only and folded to one per transaction, on the channel
+-- PgNetStandIn listens on (WAKE_CHANNEL in pgnet_worker.py).
 create or replace function net.wake()
   returns void
   language sql
-as $$ select $$;
+as $$ select pg_notify('pg_net_test_standin_wake', '') $$;
 
 -- Interface to make an async request
 -- API: Public

@@ -11,9 +11,11 @@ from jobkit.localdb import LocalCluster
 
 
 @contextmanager
-def running_cluster(home: Path, **flags: bool) -> Iterator[LocalCluster]:
-    """A started LocalCluster (fsync off), stopped and removed afterwards."""
-    local = LocalCluster(home, fsync=False, **flags)
+def running_cluster(home: Path, *, durable: bool = False, **flags: bool) -> Iterator[LocalCluster]:
+    """A started LocalCluster, stopped and removed afterwards. Fast (fsync and synchronous_commit
+    off) unless ``durable``: a crash (restart -m immediate) of a fast cluster loses commits that
+    were already acknowledged, which no production database does."""
+    local = LocalCluster(home, fsync=durable, **flags)
     local.start()
     data_dir = local.status().data_dir
     try:

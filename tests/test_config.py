@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from datetime import timedelta
 from pathlib import Path
 
@@ -79,3 +80,26 @@ def test_config_from_environment_and_home(tmp_path: Path, sample_config: Path) -
     settings = load_settings(env={"JOBKIT_CONFIG": str(sample_config), "JOBKIT_HOME": str(tmp_path)})
     assert settings.source == sample_config and settings.home == tmp_path
     assert "email" in settings.types
+
+
+@pytest.mark.parametrize("table", ["defaults", "types.email"])
+def test_leases_below_five_seconds_are_refused(table: str) -> None:
+    with pytest.raises(ConfigError, match=r"lease must be at least 5s") as error:
+        parse_settings(tomllib.loads(f'[{table}]\nlease = "4s"\n'))
+    assert "heartbeats" in error.value.hint
+    assert parse_settings(tomllib.loads(f'[{table}]\nlease = "5s"\n')) is not None
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"lease": 1}, r"lease must be at least 5s"),
+    ({"lease": 0.5}, r"lease must be at least 5s"),
+    ({"timeout": 8 * 86400}, r"timeout must be at most 7 days"),
+    ({"max_attempts": 0}, r"max_attempts must be from 1 to 1000"),
+])
+def test_handler_options_out_of_range_are_refused_at_registration(options: dict[str, float], message: str) -> None:
+    from jobkit.handlers import Registry
+
+    jobs = Registry()
+    with pytest.raises(ConfigError, match=message):
+        jobs.handler("t", **options)(lambda payload, ctx: None)  # type: ignore[arg-type]
+    assert "t" not in jobs

@@ -8,7 +8,6 @@ import json
 import socket
 import time
 from collections.abc import Callable, Iterator
-from http.server import ThreadingHTTPServer
 from itertools import pairwise
 from typing import Any
 
@@ -16,17 +15,7 @@ import psycopg
 import pytest
 from psycopg import errors
 from standins import PG_NET_SQL, WAKE_CHANNEL, PgNetStandIn, install_vault
-from standins.http_server import Seen, Server, recording_server
-
-
-@pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
-    """conftest's recording server with a listen backlog that takes a whole batch at once: with
-    http.server's default of 5, the connections beyond it wait for a SYN retry (1 s), which would
-    blur the worker's own timing."""
-    monkeypatch.setattr(ThreadingHTTPServer, "request_queue_size", 256)
-    with recording_server() as state:
-        yield state
+from standins.http_server import Seen, Server
 
 
 @pytest.fixture

@@ -280,6 +280,9 @@ class Drainer:
                 me.uncancel()
                 ok, value = False, TimeoutError(
                     f"handler timed out after {timeout:g}s; the attempt was abandoned")
+            except BaseException as exc:  # noqa: BLE001 - a bug of jobkit's: the job still reaches a state
+                log.exception("running job %s failed inside jobkit", running.job.id)
+                ok, value = False, exc
             else:
                 if running.timed_out and me is not None and me.cancelling():
                     me.uncancel()  # the handler swallowed the cancellation and finished anyway
@@ -301,7 +304,9 @@ class Drainer:
             if handler.is_async:
                 result = await handler.func(job.payload, ctx)
             else:
-                result = await loop.run_in_executor(self._threads, handler.func, job.payload, ctx)
+                ok, result = await loop.run_in_executor(self._threads, _call, handler.func, job.payload, ctx)
+                if not ok:
+                    return False, result
             return True, encode_result(result)
         except asyncio.CancelledError as exc:
             if _cancelling():
@@ -335,6 +340,16 @@ class Outage:
         if self.delay:
             log.info("database reachable again")
             self.delay = 0.0
+
+
+def _call(func: Any, payload: Any, ctx: JobContext) -> tuple[bool, Any]:
+    """A sync handler's call in its thread, every exception returned rather than raised: a
+    GeneratorExit carried by the future would be thrown into the runner coroutine, and Python's
+    await closes the inner coroutines on GeneratorExit instead of letting them catch it."""
+    try:
+        return True, func(payload, ctx)
+    except BaseException as exc:  # noqa: BLE001 - handed back to _execute, which records it
+        return False, exc
 
 
 def _cancelling() -> bool:

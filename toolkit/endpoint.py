@@ -187,12 +187,13 @@ class WorkerEndpoint:
     async def _reread_keys(self) -> list[str]:
         """Read the keys again (one read for concurrent callers, at most one per KEYS_MIN_AGE: a
         request signed after a rotation always meets a read that sees it)."""
-        if self._rereading is None:
-            self._rereading = asyncio.ensure_future(self._reread())
+        reading = self._rereading
+        if reading is None:
+            reading = self._rereading = asyncio.ensure_future(self._reread())
         try:
-            return await asyncio.shield(self._rereading)
+            return await asyncio.shield(reading)
         finally:
-            if self._rereading.done():
+            if reading.done() and self._rereading is reading:
                 self._rereading = None
 
     async def _reread(self) -> list[str]:

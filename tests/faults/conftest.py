@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,8 +18,8 @@ from workers import Worker
 
 @pytest.fixture(scope="module")
 def restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """A cluster of this module's own, so that restarting it disturbs no other test."""
-    with running_cluster(tmp_path_factory.mktemp("faults")) as local:
+    """A durable cluster of this module's own, so that restarting it disturbs no other test."""
+    with running_cluster(tmp_path_factory.mktemp("faults"), durable=True) as local:
         yield local
 
 
@@ -37,8 +38,9 @@ def fault_url(restartable: LocalCluster) -> Iterator[str]:
 
 
 @pytest.fixture
-def workers() -> Iterator[Callable[..., Worker]]:
-    """Start fault workers (cwd tests/faults); every one still running is killed at the end."""
+def workers(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+    """Start fault workers (cwd tests/faults); every one still running is killed at the end, and
+    each one's output is kept in the test's tmp_path (worker-<pid>.log)."""
     started: list[Worker] = []
 
     def start(url: str, *args: str, **options: Any) -> Worker:
@@ -49,4 +51,5 @@ def workers() -> Iterator[Callable[..., Worker]]:
     for w in started:
         if w.alive:
             w.proc.kill()
-            w.proc.communicate(timeout=10)
+        out, _ = w.proc.communicate(timeout=10)
+        (tmp_path / f"worker-{w.proc.pid}.log").write_text(out or "")

@@ -46,3 +46,9 @@ def crash(payload: Any, ctx: Any) -> None:
     """Takes the whole process down on every attempt."""
     side_effect(ctx)
     os._exit(3)
+
+
+@jobs.handler("fault.sysexit", max_attempts=1)
+def sysexit(payload: Any, ctx: Any) -> None:
+    """sys.exit() in a handler: it ends this attempt, not the worker."""
+    raise SystemExit(3)

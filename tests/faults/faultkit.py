@@ -19,7 +19,8 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from jobkit.config import Settings
+from fault_handlers import QUICK
+from jobkit.config import Settings, TypeConfig
 from jobkit.connector import Database
 from jobkit.deploy import DeployOptions, deploy
 from jobkit.manager import JobManager, NewJob
@@ -31,9 +32,14 @@ HERE = Path(__file__).parent
 APP = "fault_handlers:jobs"
 
 
+#: The fault handlers' types retry after a second, expired leases included (the sweep uses these).
+FAULT_TYPES = {name: TypeConfig(max_attempts=3 if name == "fault.work" else 2, backoff=QUICK)
+               for name in ("fault.work", "fault.crash")}
+
+
 def prepare(url: str, **settings: Any) -> Settings:
     """Deploy jobkit (no pg_cron schedules: the Ticker plays them) and the side-effect table."""
-    config = Settings(db_url=url, **settings)
+    config = Settings(db_url=url, types=FAULT_TYPES, **settings)
     deploy(Database(url), config, DeployOptions(schedules=False), echo=lambda _m: None)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("create table if not exists side_effects (job_id uuid not null, attempt int not null,"

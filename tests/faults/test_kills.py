@@ -77,7 +77,7 @@ def test_a_job_that_kills_its_worker_every_time_still_ends(
     others = enqueue(url, 20, seconds=0.01)
     [crasher] = enqueue(url, 1, "fault.crash")
     args = ("--listen", "--concurrency", "2")
-    worker = workers(url, *args)
+    worker = workers(url, *args, healthy=False)  # its catch-up claims the crasher at once
     crashes = 0
     with Ticker(url):
         def settled() -> bool:
@@ -86,7 +86,7 @@ def test_a_job_that_kills_its_worker_every_time_still_ends(
                 code, _out = worker.output()
                 assert code == 3
                 crashes += 1
-                worker = workers(url, *args)
+                worker = workers(url, *args, healthy=False)  # it may die again while starting
             return count(url, "id = %s and status = 'failed'", (crasher,)) == 1 and \
                 count(url, "status = 'completed'") == len(others)
         wait_for(settled, 45, "the crasher failing for good")

@@ -66,7 +66,10 @@ def recording_server() -> Iterator[Server]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Listening(ThreadingHTTPServer):
+        request_queue_size = 256  # http.server's 5 makes a batch's later connections wait for a SYN retry (1 s)
+
+    httpd = Listening(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
     state.base = f"http://127.0.0.1:{httpd.server_address[1]}"

@@ -11,7 +11,7 @@ create or replace function {{ api }}.enqueue(
     p_max_attempts int default null, p_idempotency_key text default null, p_delay interval default null
 ) returns uuid language sql volatile set search_path = '' as $$
     select {{ s }}.enqueue(p_type, p_payload, p_priority,
-                           coalesce(p_run_at, now() + coalesce(p_delay, interval '0')),
+                           coalesce(p_run_at, pg_catalog.now() + coalesce(p_delay, interval '0')),
                            p_max_attempts, p_idempotency_key)
 $$;
 
@@ -80,7 +80,7 @@ $$;
 
 create or replace function {{ api }}.token_wait_seconds(p_key text)
 returns float8 language sql volatile set search_path = '' as $$
-    select extract(epoch from {{ s }}.token_wait(p_key))::float8
+    select extract(epoch from {{ s }}.token_wait(p_key))::pg_catalog.float8
 $$;
 
 create or replace function {{ api }}.due_count(p_type text)
@@ -95,7 +95,7 @@ $$;
 
 create or replace function {{ api }}.next_due_in(p_type text)
 returns float8 language sql volatile set search_path = '' as $$
-    select extract(epoch from {{ s }}.next_due(p_type) - pg_catalog.now())::float8
+    select extract(epoch from {{ s }}.next_due(p_type) - pg_catalog.now())::pg_catalog.float8
 $$;
 
 create or replace function {{ api }}.worker_keys()
@@ -116,13 +116,15 @@ declare
 begin
     foreach v_role in array array['anon', 'authenticated'] loop
         if exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
-            execute format('revoke all on schema %I from %I', {{ api_name | literal }}, v_role);
-            execute format('revoke all on all functions in schema %I from %I', {{ api_name | literal }}, v_role);
+            execute pg_catalog.format('revoke all on schema %I from %I', {{ api_name | literal }}, v_role);
+            execute pg_catalog.format('revoke all on all functions in schema %I from %I',
+                                      {{ api_name | literal }}, v_role);
         end if;
     end loop;
     if exists (select 1 from pg_catalog.pg_roles where rolname = 'service_role') then
-        execute format('grant usage on schema %I to service_role', {{ api_name | literal }});
-        execute format('grant execute on all functions in schema %I to service_role', {{ api_name | literal }});
+        execute pg_catalog.format('grant usage on schema %I to service_role', {{ api_name | literal }});
+        execute pg_catalog.format('grant execute on all functions in schema %I to service_role',
+                                  {{ api_name | literal }});
     end if;
 end
 $grants$;

@@ -1,6 +1,9 @@
 -- The command text of jobkit's cron jobs, rendered per schedule. pg_cron stores it in cron.job and
 -- copies it into every cron.job_run_details row, so it names functions and literal values only:
 -- never a URL or a token (wake() reads those at run time).
+-- pg_cron runs it under the job owner's default search_path: like the runtime queries (see
+-- toolkit/queries.py) it names built-ins as pg_catalog.name and gives every operator operands of
+-- exactly its types (cron.job's jobname is of type name: cast to text for LIKE).
 
 -- name: wake_type
 select {{ s }}.wake({{ type | literal }})
@@ -9,7 +12,7 @@ select {{ s }}.wake({{ type | literal }})
 select {{ s }}.wake_all()
 
 -- name: sweep_stuck
-select count(*) from {{ s }}.sweep_stuck()
+select pg_catalog.count(*) from {{ s }}.sweep_stuck()
 
 -- name: sweep_dead
 select {{ s }}.sweep_dead()
@@ -18,4 +21,4 @@ select {{ s }}.sweep_dead()
 select {{ s }}.prune({{ retention | literal }}::interval), {{ s }}.prune_wakeups({{ retention | literal }}::interval)
 
 -- name: prune_cron_history
-delete from cron.job_run_details d using cron.job j where d.jobid = j.jobid and j.jobname like {{ prefix_like | literal }} and j.database = {{ database | literal }} and d.end_time < now() - {{ retention | literal }}::interval
+delete from cron.job_run_details d using cron.job j where d.jobid = j.jobid and j.jobname::pg_catalog.text like {{ prefix_like | literal }} and j.database = {{ database | literal }} and d.end_time < pg_catalog.now() - {{ retention | literal }}::interval

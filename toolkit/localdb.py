@@ -36,8 +36,9 @@ log_statement = 'none'
 _NO_FSYNC = "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
 _HBA = "local all all trust\nhost all all 127.0.0.1/32 trust\n"
 _ROLES_SQL = """
-select format('create role %I', r) from unnest('{anon,authenticated,service_role}'::text[]) r
- where not exists (select from pg_roles where rolname = r) \\gexec
+select pg_catalog.format('create role %I', r)
+  from pg_catalog.unnest('{anon,authenticated,service_role}'::pg_catalog.text[]) r
+ where not exists (select from pg_catalog.pg_roles where rolname = r) \\gexec
 alter role anon nologin noinherit; alter role authenticated nologin noinherit;
 alter role service_role nologin noinherit bypassrls;
 """

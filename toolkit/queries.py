@@ -2,6 +2,16 @@
 
 Python code holds no SQL text: it asks for ``queries(schema)["pick_jobs"]`` and binds values as
 ``%(name)s`` parameters.
+
+The queries run under whatever search_path the connection has (jobkit's connections keep the role's
+default; ``jobkit.enqueue`` may run on the caller's own connection), so their text is immune to
+objects planted in ``public`` or any other schema on it: built-in functions, aggregates, catalog
+tables and types are written ``pg_catalog.name``, and every operator gets operands of the exact types
+of a pg_catalog operator (``'{}'::pg_catalog.text[]`` for ``jsonb #>>``). pg_catalog is searched
+first, but an unqualified ``left(jobname, n)`` on a ``name`` column would still run a planted
+``public.left(name, integer)``: a better fit beats an implicit cast (tests/test_search_path.py).
+Keyword types (``int``, ``bigint``, ``interval``) and syntax (``coalesce``, ``least``, ``extract``)
+are pg_catalog's already.
 """
 
 from __future__ import annotations

@@ -2,16 +2,17 @@
 
 -- name: cron_site
 -- cron.database_name needs superuser or pg_read_all_settings; null when unreadable.
-select current_database() as database,
-       case when (select rolsuper from pg_roles where rolname = current_user)
-                 or pg_has_role(current_user, 'pg_read_all_settings', 'member')
-            then current_setting('cron.database_name', true) end as cron_database,
-       (select extversion from pg_extension where extname = 'pg_cron') as cron_version
+select pg_catalog.current_database() as database,
+       case when (select rolsuper from pg_catalog.pg_roles where rolname = current_user)
+                 or pg_catalog.pg_has_role(current_user, 'pg_read_all_settings', 'member')
+            then pg_catalog.current_setting('cron.database_name', true) end as cron_database,
+       (select extversion from pg_catalog.pg_extension where extname = 'pg_cron') as cron_version
 
 -- name: cron_version
-select (select extversion from pg_extension where extname = 'pg_cron') as version
+select (select extversion from pg_catalog.pg_extension where extname = 'pg_cron') as version
 
 -- name: cron_jobs
+-- jobname is of type name in pg_cron 1.4: pg_catalog.left takes text.
 select j.jobid, j.jobname, j.schedule, j.command, j.database, j.active,
        r.start_time as last_start, r.end_time as last_end, r.status as last_status,
        r.return_message as last_message
@@ -20,7 +21,8 @@ left join lateral (
     select d.start_time, d.end_time, d.status, d.return_message from cron.job_run_details d
     where d.jobid = j.jobid order by d.runid desc limit 1
 ) r on true
-where left(j.jobname, length(%(prefix)s)) = %(prefix)s and j.database = any(%(databases)s)
+where pg_catalog.left(j.jobname, pg_catalog.length(%(prefix)s)) = %(prefix)s
+  and j.database = any(%(databases)s)
 order by j.jobname
 
 -- name: cron_schedule_in_database
@@ -38,7 +40,7 @@ select name, origin from {{ s }}.schedules
 
 -- name: schedule_origin_set
 insert into {{ s }}.schedules (name, origin) values (%(name)s, %(origin)s)
-on conflict (name) do update set origin = excluded.origin, updated_at = now()
+on conflict (name) do update set origin = excluded.origin, updated_at = pg_catalog.now()
 
 -- name: schedule_origin_delete
 delete from {{ s }}.schedules where name = %(name)s

@@ -5,36 +5,38 @@
 -- roles whether pg_cron is loaded stays unknown (null) rather than raising.
 with me as (
     select r.rolsuper as is_superuser,
-           r.rolsuper or pg_has_role(current_user, 'pg_read_all_settings', 'member') as can_read_settings
-    from pg_roles r where r.rolname = current_user
+           r.rolsuper or pg_catalog.pg_has_role(current_user, 'pg_read_all_settings', 'member')
+               as can_read_settings
+    from pg_catalog.pg_roles r where r.rolname = current_user
 )
-select current_setting('server_version') as server_version,
+select pg_catalog.current_setting('server_version') as server_version,
        current_user as user_name,
-       current_database() as database,
-       has_database_privilege(current_database(), 'CREATE') as can_create,
+       pg_catalog.current_database() as database,
+       pg_catalog.has_database_privilege(pg_catalog.current_database(), 'CREATE') as can_create,
        me.is_superuser,
        me.can_read_settings,
-       case when me.can_read_settings then current_setting('cron.database_name', true) end
+       case when me.can_read_settings then pg_catalog.current_setting('cron.database_name', true) end
            as cron_database,
-       exists (select 1 from pg_available_extensions where name = 'pg_cron') as cron_available,
-       (select extversion from pg_extension where extname = 'pg_cron') as cron_version,
-       (select nspowner::regrole::text from pg_namespace where nspname = %(schema)s) as schema_owner
+       exists (select 1 from pg_catalog.pg_available_extensions where name = 'pg_cron') as cron_available,
+       (select extversion from pg_catalog.pg_extension where extname = 'pg_cron') as cron_version,
+       (select nspowner::pg_catalog.regrole::pg_catalog.text from pg_catalog.pg_namespace
+        where nspname = %(schema)s) as schema_owner
 from me
 
 -- name: migration_table_exists
-select to_regclass(%(table)s) is not null as exists
+select pg_catalog.to_regclass(%(table)s) is not null as exists
 
 -- name: applied_migrations
 select version, name, checksum, applied_at from {{ s }}.schema_migrations order by version
 
 -- name: deploy_try_lock
-select pg_try_advisory_lock(hashtextextended(%(key)s, 0)) as locked
+select pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended(%(key)s, 0)) as locked
 
 -- name: deploy_unlock
-select pg_advisory_unlock(hashtextextended(%(key)s, 0)) as unlocked
+select pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended(%(key)s, 0)) as unlocked
 
 -- name: set_local_lock_timeout
-select set_config('lock_timeout', %(timeout)s, true)
+select pg_catalog.set_config('lock_timeout', %(timeout)s, true)
 
 -- name: job_types_all
 select type, max_attempts, lease, backoff_base, backoff_factor, backoff_cap, backoff_jitter,
@@ -61,10 +63,10 @@ select key, value from {{ s }}.settings order by key
 
 -- name: setting_upsert
 insert into {{ s }}.settings (key, value) values (%(key)s, %(value)s)
-on conflict (key) do update set value = excluded.value, updated_at = now()
+on conflict (key) do update set value = excluded.value, updated_at = pg_catalog.now()
 
 -- name: pg_net_available
-select to_regprocedure('net.http_post(text,jsonb,jsonb,jsonb,integer)') is not null as available
+select pg_catalog.to_regprocedure('net.http_post(text,jsonb,jsonb,jsonb,integer)') is not null as available
 
 -- name: ratelimits_all
 select key, rate, burst, tokens, updated_at from {{ s }}.rate_limits order by key

@@ -3,16 +3,18 @@
 -- name: enqueue
 -- run_at wins; else now() + delay (the database's clock, not the client's); else now().
 select {{ s }}.enqueue(%(type)s, %(payload)s, %(priority)s,
-                       coalesce(%(run_at)s::timestamptz, now() + coalesce(%(delay)s::interval, '0')),
+                       coalesce(%(run_at)s::pg_catalog.timestamptz,
+                                pg_catalog.now() + coalesce(%(delay)s::interval, '0')),
                        %(max_attempts)s, %(idempotency_key)s) as id
 
 -- name: enqueue_many
 -- Types and payloads travel as JSON documents (the types as one string when they are all the same);
 -- run_at wins over now() + delay, element by element. Ids come back in input order.
 select e.id from {{ s }}.enqueue_json(
-    %(types)s::jsonb, %(payloads)s::jsonb, %(priorities)s,
-    (select array_agg(coalesce(u.r, now() + coalesce(u.d, '0')) order by u.o)
-     from unnest(%(run_ats)s::timestamptz[], %(delays)s::interval[]) with ordinality as u(r, d, o)),
+    %(types)s::pg_catalog.jsonb, %(payloads)s::pg_catalog.jsonb, %(priorities)s,
+    (select pg_catalog.array_agg(coalesce(u.r, pg_catalog.now() + coalesce(u.d, '0')) order by u.o)
+     from rows from (pg_catalog.unnest(%(run_ats)s::pg_catalog.timestamptz[]),
+                     pg_catalog.unnest(%(delays)s::interval[])) with ordinality as u(r, d, o)),
     %(max_attempts)s, %(idempotency_keys)s) as e(id)
 
 -- name: pick_jobs
@@ -21,8 +23,9 @@ select * from {{ s }}.pick_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s)
 -- name: complete_jobs
 -- ids and attempts arrive as array literals, the results as one JSON array (see complete_params).
 select * from {{ s }}.complete_jobs(
-    %(ids)s::uuid[], %(attempts)s::int[],
-    (select array_agg(e.v order by e.n) from jsonb_array_elements(%(results)s::jsonb) with ordinality as e(v, n))
+    %(ids)s::pg_catalog.uuid[], %(attempts)s::int[],
+    (select pg_catalog.array_agg(e.v order by e.n)
+     from pg_catalog.jsonb_array_elements(%(results)s::pg_catalog.jsonb) with ordinality as e(v, n))
 ) as id
 
 -- name: fail_jobs
@@ -57,4 +60,4 @@ select attempt, worker_id, started_at, finished_at, outcome, error, duration
 from {{ s }}.job_history where job_id = %(id)s order by attempt, finished_at
 
 -- name: count_by_status
-select type, status, count(*) as n from {{ s }}.jobs group by type, status order by type, status
+select type, status, pg_catalog.count(*) as n from {{ s }}.jobs group by type, status order by type, status

@@ -15,14 +15,14 @@ select {{ s }}.rotate_worker_secret(%(grace)s)
 select {{ s }}.set_worker_secret(%(value)s, %(grace)s)
 
 -- name: secrets_state
-select to_regclass('vault.decrypted_secrets') is not null
-       and to_regprocedure('vault.create_secret(text,text,text,uuid)') is not null as vault,
+select pg_catalog.to_regclass('vault.decrypted_secrets') is not null
+       and pg_catalog.to_regprocedure('vault.create_secret(text,text,text,uuid)') is not null as vault,
        (select previous_secret is not null from {{ s }}.worker_keys()) as previous_valid
 
 -- name: quiet_logging
 -- Superusers only (these settings are SUSET): keep this transaction's statements and their
 -- parameters out of the server log even where log_statement = 'all'.
-select set_config('log_statement', 'none', true),
-       set_config('log_min_duration_statement', '-1', true),
-       set_config('log_parameter_max_length', '0', true)
-where (select rolsuper from pg_roles where rolname = current_user)
+select pg_catalog.set_config('log_statement', 'none', true),
+       pg_catalog.set_config('log_min_duration_statement', '-1', true),
+       pg_catalog.set_config('log_parameter_max_length', '0', true)
+where (select rolsuper from pg_catalog.pg_roles where rolname = current_user)

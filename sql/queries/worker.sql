@@ -6,16 +6,16 @@ select c.id, c.type, c.attempts, c.max_attempts, c.priority, c.payload, c.idempo
 from {{ s }}.claim_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s, %(rate_key)s, %(max_attempts)s) c
 
 -- name: extend_leases
-select * from {{ s }}.extend_leases(%(ids)s::uuid[], %(attempts)s::int[], %(by)s) as id
+select * from {{ s }}.extend_leases(%(ids)s::pg_catalog.uuid[], %(attempts)s::int[], %(by)s) as id
 
 -- name: release_jobs
-select * from {{ s }}.release_jobs(%(ids)s::uuid[], %(attempts)s::int[]) as id
+select * from {{ s }}.release_jobs(%(ids)s::pg_catalog.uuid[], %(attempts)s::int[]) as id
 
 -- name: take_tokens
 select {{ s }}.take_tokens(%(key)s, %(want)s) as granted
 
 -- name: token_wait
-select extract(epoch from {{ s }}.token_wait(%(key)s))::float8 as seconds
+select extract(epoch from {{ s }}.token_wait(%(key)s))::pg_catalog.float8 as seconds
 
 -- name: due_count
 select {{ s }}.due_count(%(type)s) as due
@@ -25,7 +25,7 @@ select t as type from {{ s }}.pending_types() as p(t)
 
 -- name: next_due
 -- Seconds until the type's next pending job is due, by the database's clock (null: none pending).
-select extract(epoch from {{ s }}.next_due(%(type)s) - now())::float8 as seconds
+select extract(epoch from {{ s }}.next_due(%(type)s) - pg_catalog.now())::pg_catalog.float8 as seconds
 
 -- name: worker_keys
 select current_secret, previous_secret from {{ s }}.worker_keys()

@@ -1,0 +1,589 @@
+"""Search-path hijack (issue 10, item 6): a role that may create objects in `public` plants
+functions, aggregates and operators shadowing the built-ins jobkit's SQL uses, each of which records
+that it ran; then every code path runs as the owner and none of the planted objects may run.
+
+PostgreSQL searches pg_catalog before `public`, but only an identical signature hides a planted
+overload: one whose argument types fit the call *better* wins the resolution (left(name, int) for a
+`name` column, array_agg(jsonb) against pg_catalog's polymorphic array_agg(anynonarray), an operator
+~~(name, name) for `name LIKE 'literal'`). The plants go into jobkit's database and into pg_cron's
+(`postgres`), where the schedule queries and the cron-history cleanup run. A second test checks
+the text lexically; grants.sql is a known gap (see test_grants_are_immune).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import jobkit
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+from jobkit import doctor, scheduling
+from jobkit.backends.postgres import PostgresBackend
+from jobkit.cli import cli
+from jobkit.config import load_settings
+from jobkit.connector import Database, Session
+from jobkit.deploy import DeployOptions, deploy
+from jobkit.drain import Drainer
+from jobkit.endpoint import EndpointOptions, WorkerEndpoint
+from jobkit.handlers import RateLimited, Registry
+from jobkit.localdb import LocalCluster
+from jobkit.manager import Failure, JobManager, NewJob
+from jobkit.queries import queries
+from jobkit.render import environment, ident
+from jobkit.schedules import CronJobs, CronSite
+from jobkit.signing import signed_headers
+from starlette.testclient import TestClient
+
+T = TypeVar("T")
+MALLORY = "mallory"
+READER = "jobkit_sp_reader"  # a non-superuser owner's view (Supabase's postgres is no superuser)
+SCHEMA = "jobkit"
+
+CONFIG = """
+schema = "jobkit"
+retention = "7d"
+
+[types.mail]
+max_attempts = 3
+
+[types.metered]
+rate_limit = "mailer"
+{extra}
+[ratelimits.mailer]
+rate = "1000/s"
+burst = 5
+
+[ratelimits.api]
+rate = "50/s"
+burst = 1
+
+[wake]
+batch_size = 50
+
+[schedules.wake-mail]
+every = "5m"
+type = "mail"
+
+[schedules.nightly]
+cron = "0 3 * * *"
+sql = "select 1"
+
+[api]
+schema = "jobkit_api"
+"""
+
+# For every built-in function jobkit's SQL calls: an overload that would win against pg_catalog's if
+# the call named it unqualified with the argument types it passes (signature, return type, the real
+# result). Where those types are exactly pg_catalog's (count(*), now(), split_part(text, text, int)),
+# no overload can win while pg_catalog is searched first; the same signature is planted anyway, to
+# show the name was considered.
+FUNCTIONS: list[tuple[str, str, str]] = [
+    ("left(name, integer)", "text", "pg_catalog.left($1::pg_catalog.text, $2)"),
+    ("left(text, integer)", "text", "pg_catalog.left($1, $2)"),
+    ("length(name)", "integer", "pg_catalog.length($1::pg_catalog.text)"),
+    ("length(text)", "integer", "pg_catalog.length($1)"),
+    ("split_part(text, text, integer)", "text", "pg_catalog.split_part($1, $2, $3)"),
+    ("has_database_privilege(name, text)", "boolean",
+     "pg_catalog.has_database_privilege($1::pg_catalog.text, $2)"),
+    ("has_database_privilege(text, text)", "boolean", "pg_catalog.has_database_privilege($1, $2)"),
+    ("has_schema_privilege(oid, text, text)", "boolean", "pg_catalog.has_schema_privilege($1, $2, $3)"),
+    ("has_schema_privilege(oid, name, text)", "boolean",
+     "pg_catalog.has_schema_privilege($1, $2::pg_catalog.text, $3)"),
+    ("has_table_privilege(oid, oid, text)", "boolean", "pg_catalog.has_table_privilege($1, $2, $3)"),
+    ("has_function_privilege(oid, oid, text)", "boolean",
+     "pg_catalog.has_function_privilege($1, $2, $3)"),
+    ("pg_has_role(name, text, text)", "boolean", "pg_catalog.pg_has_role($1, $2::pg_catalog.name, $3)"),
+    ("pg_has_role(name, name, text)", "boolean", "pg_catalog.pg_has_role($1, $2, $3)"),
+    ("current_database()", "name", "pg_catalog.current_database()"),
+    ("current_setting(text)", "text", "pg_catalog.current_setting($1)"),
+    ("current_setting(text, boolean)", "text", "pg_catalog.current_setting($1, $2)"),
+    ("set_config(text, text, boolean)", "text", "pg_catalog.set_config($1, $2, $3)"),
+    ("now()", "timestamp with time zone", "pg_catalog.now()"),
+    ("to_regclass(text)", "regclass", "pg_catalog.to_regclass($1)"),
+    ("to_regprocedure(text)", "regprocedure", "pg_catalog.to_regprocedure($1)"),
+    ("hashtextextended(text, integer)", "bigint", "pg_catalog.hashtextextended($1, $2)"),
+    ("hashtextextended(text, bigint)", "bigint", "pg_catalog.hashtextextended($1, $2)"),
+    ("pg_try_advisory_lock(bigint)", "boolean", "pg_catalog.pg_try_advisory_lock($1)"),
+    ("pg_advisory_unlock(bigint)", "boolean", "pg_catalog.pg_advisory_unlock($1)"),
+    ("pg_total_relation_size(oid)", "bigint", "pg_catalog.pg_total_relation_size($1::pg_catalog.regclass)"),
+    ("pg_total_relation_size(regclass)", "bigint", "pg_catalog.pg_total_relation_size($1)"),
+    ("jsonb_build_object(text, timestamp with time zone)", "jsonb", "pg_catalog.jsonb_build_object($1, $2)"),
+    ("extract(text, interval)", "numeric", "pg_catalog.extract($1, $2)"),
+    ("extract(text, timestamp with time zone)", "numeric", "pg_catalog.extract($1, $2)"),
+    ("format(text, text, text)", "text", "pg_catalog.format($1, $2, $3)"),
+    ("format(text, text)", "text", "pg_catalog.format($1, $2)"),
+]
+
+# Set-returning functions: (signature, element type, the real rows).
+SET_FUNCTIONS: list[tuple[str, str, str]] = [
+    ("jsonb_array_elements(jsonb)", "jsonb", "select * from pg_catalog.jsonb_array_elements($1)"),
+    ("unnest(timestamp with time zone[])", "timestamp with time zone", "select * from pg_catalog.unnest($1)"),
+    ("unnest(interval[])", "interval", "select * from pg_catalog.unnest($1)"),
+    ("unnest(text[])", "text", "select * from pg_catalog.unnest($1)"),
+]
+
+# Aggregates: (signature, state type, transition function, initial state or None). The final
+# function records the call; it runs even over no rows.
+AGGREGATES: list[tuple[str, str, str, str | None]] = [
+    ("array_agg(jsonb)", "jsonb[]", "pg_catalog.array_append", None),
+    ("array_agg(timestamp with time zone)", "timestamp with time zone[]", "pg_catalog.array_append", None),
+    ("count(*)", "bigint", "pg_catalog.int8inc", "0"),
+    ("min(timestamp with time zone)", "timestamp with time zone", "pg_catalog.timestamptz_smaller", None),
+    ("max(text)", "text", "pg_catalog.text_larger", None),
+]
+
+# Operators: every (left, right) pair of these types for which pg_catalog has no operator of exactly
+# those types but resolves one by implicit casts; the planted one is then the exact match. Pairs of
+# one type also stand for `column OP 'literal'` (an unknown literal is taken as the other side's type).
+OPERATORS = ["=", "<>", "<", "<=", ">", ">=", "+", "-", "||", "~~", "~~*", "!~~", "#>>", "->>", "->"]
+OPERAND_TYPES = ["text", "name", '"char"', "character varying", "smallint", "integer", "bigint",
+                 "numeric", "double precision", "boolean", "uuid", "jsonb", "timestamp with time zone",
+                 "interval", "oid", "regclass", "regrole", "text[]", "uuid[]", "integer[]"]
+
+PLANT_OPERATORS = """
+do $plant$
+declare
+    v_op text; v_left text; v_right text; v_returns text; v_result text; v_n int := 0;
+begin
+    foreach v_op in array %(ops)s loop
+        foreach v_left in array %(types)s loop
+            foreach v_right in array %(types)s loop
+                continue when exists (
+                    select from pg_catalog.pg_operator o
+                    where o.oprname = v_op and o.oprnamespace = 'pg_catalog'::pg_catalog.regnamespace
+                      and o.oprleft = v_left::pg_catalog.regtype and o.oprright = v_right::pg_catalog.regtype);
+                v_result := pg_catalog.format('a operator(pg_catalog.%%s) b', v_op);
+                begin
+                    execute pg_catalog.format('select pg_catalog.format_type(pg_catalog.pg_typeof('
+                        'null::%%s operator(pg_catalog.%%s) null::%%s), null)', v_left, v_op, v_right)
+                        into v_returns;
+                exception when others then
+                    continue when v_left <> v_right;  -- pg_catalog cannot apply v_op to these types
+                    begin  -- `x OP 'literal'`: the literal (unknown) is taken as x's type
+                        execute pg_catalog.format('select pg_catalog.format_type(pg_catalog.pg_typeof('
+                            'null::%%s operator(pg_catalog.%%s) null), null)', v_left, v_op) into v_returns;
+                        v_result := 'null';
+                    exception when others then
+                        continue;
+                    end;
+                end;
+                v_n := v_n + 1;
+                execute pg_catalog.format(
+                    'create function public.planted_op_%%s(a %%s, b %%s) returns %%s language plpgsql as $f$ '
+                    'begin insert into public.planted_calls values (%%L); return %%s; end $f$',
+                    v_n, v_left, v_right, v_returns,
+                    pg_catalog.format('operator %%s(%%s, %%s)', v_op, v_left, v_right), v_result);
+                execute pg_catalog.format(
+                    'create operator public.%%s (function = public.planted_op_%%s, leftarg = %%s, rightarg = %%s)',
+                    v_op, v_n, v_left, v_right);
+            end loop;
+        end loop;
+    end loop;
+end
+$plant$
+"""
+
+
+@dataclass
+class Calls:
+    """The planted objects that ran, per step, and the pinned sessions that read them."""
+
+    steps: dict[str, list[str]] = field(default_factory=dict)
+    sessions: list[Session] = field(default_factory=list)  # jobkit's database, then pg_cron's
+
+    @property
+    def app(self) -> Session:
+        return self.sessions[0]
+
+    @property
+    def cron(self) -> Session:
+        return self.sessions[1]
+
+    def collect(self, step: str) -> None:
+        names: list[str] = []
+        for session in self.sessions:
+            rows = session.all("delete from public.planted_calls returning name")
+            names += [str(r["name"]) for r in rows]
+        if names:
+            self.steps[step] = sorted(set(names))
+
+
+def _array(values: list[str]) -> str:
+    return "array[" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + "]"
+
+
+def _plant_sql() -> str:
+    lines = ["create table public.planted_calls (name text);",
+             "grant insert, select, delete on public.planted_calls to public;"]
+    for signature, returns, result in FUNCTIONS:
+        lines.append(
+            f"create function public.{signature} returns {returns} language plpgsql as $f$ "
+            f"begin insert into public.planted_calls values ('{signature}'); return {result}; end $f$;")
+    for signature, element, rows in SET_FUNCTIONS:
+        lines.append(
+            f"create function public.{signature} returns setof {element} language plpgsql as $f$ "
+            f"begin insert into public.planted_calls values ('{signature}'); return query {rows}; end $f$;")
+    for n, (signature, state, step, initial) in enumerate(AGGREGATES):
+        lines.append(
+            f"create function public.planted_final_{n}(s {state}) returns {state} language plpgsql as $f$ "
+            f"begin insert into public.planted_calls values ('{signature}'); return s; end $f$;")
+        init = f", initcond = '{initial}'" if initial is not None else ""
+        lines.append(f"create aggregate public.{signature} (sfunc = {step}, stype = {state}, "
+                     f"finalfunc = public.planted_final_{n}{init});")
+    lines.append(PLANT_OPERATORS % {"ops": _array(OPERATORS), "types": _array(OPERAND_TYPES)})
+    return "\n".join(lines)
+
+
+def _drop_roles(admin: Session) -> None:
+    for role in (MALLORY, READER):
+        if admin.scalar("select pg_catalog.count(*) from pg_catalog.pg_roles where rolname = %s", (role,)):
+            admin.execute_with_identifiers("drop owned by {r}", r=role)
+            admin.execute_with_identifiers("drop role {r}", r=role)
+
+
+@pytest.fixture
+def planted(cluster: LocalCluster, admin: Session, db_url: str) -> Iterator[Calls]:
+    """mallory's plants in jobkit's database and in pg_cron's; yields the record of their calls
+    (read through superuser sessions pinned to pg_catalog, immune to the plants)."""
+    _drop_roles(admin)  # left over by an interrupted run
+    admin.execute_with_identifiers("create role {r} nologin", r=MALLORY)
+    admin.execute_with_identifiers("create role {r} login in role pg_read_all_settings", r=READER)
+    calls = Calls()
+    try:
+        with ExitStack() as stack:
+            for url in (db_url, cluster.url("postgres")):
+                session = stack.enter_context(Database(url).session())
+                session.execute("set search_path = pg_catalog, pg_temp")
+                calls.sessions.append(session)
+                session.execute_with_identifiers("grant create on schema public to {r}", r=MALLORY)
+                session.execute_with_identifiers("set role {r}", r=MALLORY)
+                session.script(_plant_sql())
+                session.execute("reset role")
+            try:
+                yield calls
+            finally:
+                for session in calls.sessions:
+                    session.execute("reset role")
+                    session.execute_with_identifiers("drop owned by {r}", r=MALLORY)
+    finally:
+        _drop_roles(admin)
+
+
+@pytest.fixture
+def executed(monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """The text of every statement jobkit's connector ran."""
+    import jobkit.connector as connector
+    import jobkit.connector.aio as aio
+
+    seen: set[str] = set()
+
+    def record(sql: str) -> str:
+        seen.add(sql)
+        return sql
+
+    monkeypatch.setattr(connector, "_q", record)
+    monkeypatch.setattr(aio, "_q", record)
+    return seen
+
+
+def _cli(config: Path, *args: str, input: str | None = None) -> Result:
+    result = CliRunner().invoke(cli, ["-c", str(config), *args], input=input)
+    assert result.exit_code == 0, f"jobkit {' '.join(args)}: {result.output}"
+    return result
+
+
+def _async(db_url: str, body: Callable[[PostgresBackend], Awaitable[T]]) -> T:
+    async def main() -> T:
+        backend = PostgresBackend(db_url)
+        await backend.open()
+        try:
+            return await body(backend)
+        finally:
+            await backend.close()
+
+    return asyncio.run(main())
+
+
+def _registry() -> Registry:
+    jobs = Registry()
+
+    @jobs.handler("mail", lease=5)
+    async def mail(payload: Any, ctx: Any) -> Any:
+        assert await ctx.heartbeat()  # extend_leases
+        await ctx.acquire("api", 2)  # take_tokens, then token_wait (burst 1)
+        return {"sent": payload}  # complete_jobs with a result
+
+    @jobs.handler("metered", rate_limit="mailer")
+    async def metered(payload: Any, ctx: Any) -> Any:
+        return payload
+
+    @jobs.handler("boom", max_attempts=2)
+    async def boom(payload: Any, ctx: Any) -> None:
+        raise ValueError("no")  # fail_jobs
+
+    @jobs.handler("limited")
+    async def limited(payload: Any, ctx: Any) -> None:
+        raise RateLimited("429", retry_after=60)  # snooze_job
+
+    @jobs.handler("slow", timeout=30)
+    async def slow(payload: Any, ctx: Any) -> None:
+        await asyncio.sleep(0.3)
+
+    return jobs
+
+
+# ---- the code paths -------------------------------------------------------------------------------
+
+def _deploy(config: Path, db_url: str) -> None:
+    config.write_text(CONFIG.format(extra="\n[types.old]\nmax_attempts = 2\n"))
+    _cli(config, "deploy", "--db-url", db_url)
+    config.write_text(CONFIG.format(extra=""))
+    _cli(config, "deploy", "--db-url", db_url)  # drops type old, keeps the rest
+    _cli(config, "deploy", "--check", "--db-url", db_url)
+
+
+def _enqueue(db_url: str, config: Path) -> None:
+    jobkit.enqueue(db_url, "mail", {"to": "a"})
+    jobkit.enqueue(db_url, "mail", {"to": "b"}, delay=timedelta(0), idempotency_key="k")
+    with psycopg.connect(db_url) as conn:  # the caller's own connection and search_path
+        jobkit.enqueue(conn, "mail", {"to": "c"}, run_at=datetime.now(UTC))
+        jobkit.enqueue_many(conn, [NewJob("metered", {"n": 1}, delay=timedelta(0)),
+                                   NewJob("metered", {"n": 2}, run_at=datetime.now(UTC))])
+    jobkit.enqueue_many(db_url, [NewJob(t, {"n": n}, delay=timedelta(0)) for n, t in enumerate(
+        ["metered", "boom", "limited", "slow", "slow", "slow", "slow"])])
+    _cli(config, "enqueue", "mail", "--payload", '{"to": "d"}', "--delay", "1s", "--db-url", db_url)
+
+
+def _drain(db_url: str) -> None:
+    async def body(backend: PostgresBackend) -> None:
+        jobs = _registry()
+        for job_type in ("mail", "metered", "boom", "limited"):
+            await Drainer(jobs, backend).drain(job_type)
+        drainer = Drainer(jobs, backend, concurrency=1, prefetch=3)
+        task = asyncio.create_task(drainer.drain("slow"))
+        await asyncio.sleep(0.1)
+        assert await drainer.shutdown(timedelta(seconds=5)) > 0  # release_jobs
+        await task
+        assert await backend.due_types() and await backend.due_count("slow")
+        await backend.next_due("slow")
+        await backend.worker_keys()
+        await backend.ping()
+
+    _async(db_url, body)
+
+
+def _manager(session: Session) -> None:
+    manager = JobManager(session, SCHEMA)
+    ids = manager.enqueue_many([NewJob("manual", {"i": i}, max_attempts=1) for i in range(5)])
+    jobs = manager.pick("manual", 5, "w", timedelta(minutes=1))
+    assert manager.extend_lease(jobs[0].id, jobs[0].attempts, timedelta(minutes=2))
+    manager.complete([(jobs[0].id, jobs[0].attempts, {"r": 1})])
+    manager.fail([Failure(jobs[1].id, jobs[1].attempts, "x", permanent=True)])
+    manager.snooze(jobs[2].id, jobs[2].attempts, timedelta(minutes=1))
+    manager.cancel(jobs[3].id)
+    manager.retry(jobs[3].id)
+    manager.sweep_stuck()
+    manager.sweep_dead()
+    manager.prune(timedelta(days=7))
+    assert manager.get(ids[0]) and manager.attempts(ids[1]) is not None and manager.counts()
+
+
+def _endpoint(db_url: str, listen: str | None, pinned: Session) -> None:
+    secret = str(pinned.scalar(f"select {ident(SCHEMA)}.secret('worker_secret')"))
+    endpoint = WorkerEndpoint(_registry(), PostgresBackend(db_url), EndpointOptions(listen=listen))
+    jobkit.enqueue(db_url, "mail", {"to": "endpoint"})
+    with TestClient(endpoint.app) as client:
+        deadline = time.monotonic() + 5  # with --listen: once LISTEN is in place
+        while client.get("/healthz").status_code != 200:
+            assert time.monotonic() < deadline, client.get("/healthz").text
+            time.sleep(0.02)
+        raw = json.dumps({"type": "mail", "nonce": uuid.uuid4().hex}).encode()
+        response = client.post("/run?wait=1", content=raw, headers=signed_headers(secret, raw))
+        assert response.status_code == 200, response.text
+
+
+def _cli_paths(config: Path, db_url: str, pinned: Session) -> None:
+    base = ["--db-url", db_url]
+    _cli(config, "secrets", "set", "--url", "http://127.0.0.1:9/run", *base)
+    _cli(config, "secrets", "set", "--rotate", *base)
+    _cli(config, "secrets", "set", "--secret-stdin", *base, input="s" * 40 + "\n")
+    _cli(config, "secrets", "show", *base)
+    _cli(config, "status", *base)
+    _cli(config, "status", "--json", *base)
+    _cli(config, "jobs", "list", *base)
+    listed = json.loads(_cli(config, "jobs", "list", "--json", "--type", "mail", "--status", "completed",
+                             *base).output)
+    _cli(config, "jobs", "show", str(listed[0]["id"]), *base)
+    done = pinned.scalar(f"select id from {ident(SCHEMA)}.jobs where status in ('failed', 'dead') limit 1")
+    _cli(config, "jobs", "retry", str(done), *base)
+    pinned.execute(f"update {ident(SCHEMA)}.jobs set status = 'dead' where type = 'boom'")
+    _cli(config, "jobs", "retry", "--dead", "--yes", *base)
+    pending = pinned.scalar(f"select id from {ident(SCHEMA)}.jobs where status = 'pending' limit 1")
+    _cli(config, "jobs", "cancel", str(pending), *base)
+    pinned.execute(f"update {ident(SCHEMA)}.jobs set completed_at = now() - interval '30 days' "
+                   "where status = 'completed'")
+    _cli(config, "jobs", "purge", "--status", "completed", "--older-than", "7d", "--yes", *base)
+    _cli(config, "ratelimit", "set", "extra", "--rate", "10/s", "--burst", "2", *base)
+    _cli(config, "ratelimit", "list", *base)
+    _cli(config, "ratelimit", "list", "--json", *base)
+    _cli(config, "ratelimit", "remove", "extra", *base)
+    _cli(config, "schedule", "add", "wake-boom", "--every", "10m", "--type", "boom", *base)
+    _cli(config, "schedule", "add", "hourly", "--cron", "0 * * * *", "--sql", "select 2", *base)
+    _cli(config, "schedule", "list", *base)
+    listed = json.loads(_cli(config, "schedule", "list", "--json", *base).output)
+    assert {r["name"]: r["target"] for r in listed}["wake-boom"] == "wake boom"
+    _cli(config, "schedule", "pause", "hourly", *base)
+    _cli(config, "schedule", "resume", "hourly", *base)
+    _cli(config, "schedule", "remove", "hourly", *base)
+    _cli(config, "schedule", "remove", "wake-boom", *base)
+
+
+def _doctor(config: Path, db_url: str, pinned: Session) -> None:
+    runner = CliRunner()
+    for args in (["doctor"], ["doctor", "--json"]):
+        runner.invoke(cli, ["-c", str(config), *args, "--db-url", db_url])  # exit 3 is fine
+    settings = load_settings(config, db_url=db_url)
+    doctor.run(Database(db_url), settings, ping=True, ping_timeout=0.3)
+    # The pg_net transport's checks (wake-up failures), and a non-superuser owner's view.
+    pinned.execute(f"update {ident(SCHEMA)}.settings set value = '\"pg_net\"' where key = 'transport'")
+    pinned.execute(f"insert into {ident(SCHEMA)}.wakeups (type, transport, outcome, error) "
+                   "values ('mail', 'pg_net', 'failed', 'refused')")
+    try:
+        doctor.run(Database(db_url), settings)
+    finally:
+        pinned.execute(f"update {ident(SCHEMA)}.settings set value = '\"notify\"' where key = 'transport'")
+    reader = re.sub(r"://[^@/]+@", f"://{READER}@", db_url)
+    doctor.run(Database(reader), settings)
+
+
+def _table_rows(db_url: str) -> None:
+    """doctor_table_rows with a table that exists here (doctor asks about cron.job_run_details and
+    net._http_response, which this database has not: pg_cron lives in `postgres`)."""
+    with Database(db_url).session() as session:
+        assert session.one(queries(SCHEMA)["doctor_table_rows"], {"table": f"{SCHEMA}.jobs"})
+
+
+def _cron_commands(config: Path, db_url: str, pinned_cron: Session) -> None:
+    """Every built-in and declared cron command, run as pg_cron runs it: its text in a session on
+    its database (the job owner's default search_path). The cron-history cleanup gets an old run to
+    delete, so that its filter is evaluated."""
+    settings = load_settings(config, db_url=db_url)
+    db = Database(db_url)
+    jobs = CronJobs(db, settings)
+    assert jobs.site.cron_database == "postgres" != jobs.site.jobkit_database
+    wake = next(j.jobid for j in jobs.list() if j.name == "wake")
+    pinned_cron.execute("insert into cron.job_run_details (jobid, runid, database, username, command, status, "
+                        "start_time, end_time) values (%s, 910001, 'x', 'postgres', 'c', 'succeeded', "
+                        "now() - interval '30 days', now() - interval '30 days')", (wake,))
+    wanted = scheduling.desired(settings, jobs.site)
+    assert {w.name for w in wanted} >= {"wake", "sweep-stuck", "sweep-dead", "prune", "prune-cron-history",
+                                       "wake-mail"}
+    for want in wanted:
+        with db.with_dbname(want.database).session() as session:
+            session.script(want.command)
+    assert pinned_cron.scalar("select count(*) from cron.job_run_details where runid = 910001") == 0
+
+
+def _deploy_migration(db_url: str, config: Path, tmp_path: Path, pinned: Session) -> None:
+    """A deploy that applies a migration (bootstrap, lock timeout, history row, the API schema);
+    then forgotten."""
+    folder = tmp_path / "migrations"
+    folder.mkdir()
+    (folder / "0099_probe.sql").write_text(
+        "create table {{ s }}.probe (id int);\nalter table {{ s }}.probe enable row level security;\n")
+    settings = load_settings(config, db_url=db_url)
+    report = deploy(Database(db_url), settings, DeployOptions(extra_migrations=[folder]), echo=lambda _m: None)
+    assert report.applied == ["0099_probe"]
+    pinned.execute(f"drop table {ident(SCHEMA)}.probe")
+    pinned.execute(f"delete from {ident(SCHEMA)}.schema_migrations where version = '0099'")
+
+
+# ---- the test -------------------------------------------------------------------------------------
+
+def test_planted_objects_never_run(
+    planted: Calls, executed: set[str], db_url: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "jobkit.toml"
+    pinned = planted.app
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("deploy", lambda: _deploy(config, db_url)),
+        ("enqueue", lambda: _enqueue(db_url, config)),
+        ("worker", lambda: _drain(db_url)),
+        ("job manager", lambda: _with_session(db_url, _manager)),
+        ("cli", lambda: _cli_paths(config, db_url, pinned)),
+        ("endpoint", lambda: _endpoint(db_url, None, pinned)),
+        ("endpoint --listen", lambda: _endpoint(db_url, f"{SCHEMA}_wake", pinned)),
+        ("doctor", lambda: _doctor(config, db_url, pinned)),
+        ("doctor table rows", lambda: _table_rows(db_url)),
+        ("deploy a migration", lambda: _deploy_migration(db_url, config, tmp_path, pinned)),
+        ("cron commands", lambda: _cron_commands(config, db_url, planted.cron)),
+    ]
+    for name, step in steps:
+        step()
+        planted.collect(name)
+    assert planted.steps == {}, "planted objects ran:\n" + "\n".join(
+        f"  {step}: {', '.join(names)}" for step, names in planted.steps.items())
+    unused = sorted(name for name, text in queries(SCHEMA).items() if text not in executed)
+    assert unused == [], f"queries no step ran: {unused}"
+
+
+def _with_session(db_url: str, body: Callable[[Session], None]) -> None:
+    with Database(db_url).session() as session:
+        body(session)
+
+
+# SQL syntax that looks like a call, and the type names that are keywords (the grammar turns them into
+# pg_catalog's types, whatever the search_path).
+SYNTAX = {"all", "and", "any", "as", "coalesce", "conflict", "else", "exists", "extract", "filter", "from",
+          "greatest", "in", "join", "lateral", "least", "not", "nullif", "on", "or", "over", "select", "then",
+          "using", "values", "when", "where", "with"}
+KEYWORD_TYPES = {"bigint", "boolean", "int", "integer", "interval", "smallint"}
+
+
+def _unqualified(sql: str) -> list[str]:
+    """Built-in names in ``sql`` that are not written pg_catalog.name (a lexical check)."""
+    text = re.sub(r"--[^\n]*", " ", sql)
+    text = re.sub(r"(?:\bE)?'(?:[^']|'')*'", "''", text)
+    text = re.sub(r"(?i)\bas\s+\w+\s*\(", "as (", text)  # alias column lists: as e(v, n)
+    calls = [m for m in re.findall(r"(?<![\w.\"%])([a-z_]\w*)\s*\(", text, re.I) if m.lower() not in SYNTAX]
+    casts = [m for m in re.findall(r"::\s*([a-z_]\w*)\b(?!\s*\.)", text, re.I) if m.lower() not in KEYWORD_TYPES]
+    tables = re.findall(r"(?<![\w.\"])(pg_(?!catalog\b)\w+)(?!\s*\()", text)
+    return [f"{name}(...)" for name in calls] + [f"::{name}" for name in casts] + tables
+
+
+def test_runtime_sql_names_built_ins_with_their_schema(tmp_path: Path) -> None:
+    """The lexical side of test_planted_objects_never_run, which cannot see a call that no row
+    reaches (a CASE branch, the right side of an OR). Operators are checked there only."""
+    config = tmp_path / "jobkit.toml"
+    config.write_text(CONFIG.format(extra=""))
+    settings = load_settings(config)
+    cron_site = CronSite("app", "postgres", (1, 4), "jobkit:app.jobkit:")
+    texts = {f"query {name}": sql for name, sql in queries(SCHEMA).items()}
+    texts |= {f"cron command {w.name}": w.command for w in scheduling.desired(settings, cron_site)
+              if w.target != "sql"}
+    found = {label: names for label, sql in texts.items() if (names := _unqualified(sql))}
+    assert found == {}
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "grants.sql is included in every migration, so its text is part of their checksums: "
+    "qualify its format() calls when the migrations are squashed"))
+def test_grants_are_immune(planted: Calls, db_url: str) -> None:
+    """Known gap: the grants block each migration ends with runs format() under the deployer's
+    search_path, and a planted format(text, text, text) wins."""
+    grants = environment().get_template("grants.sql").render(schema=SCHEMA, s=ident(SCHEMA))
+    with Database(db_url).session() as session:
+        session.script(grants)
+    planted.collect("grants.sql")
+    assert planted.steps == {}, f"planted objects ran: {planted.steps}"

@@ -8,19 +8,19 @@ declare
 begin
     foreach v_role in array array['anon', 'authenticated'] loop
         if exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
-            execute format('revoke all on schema %I from %I', v_schema, v_role);
-            execute format('revoke all on all tables in schema %I from %I', v_schema, v_role);
-            execute format('revoke all on all sequences in schema %I from %I', v_schema, v_role);
-            execute format('revoke all on all functions in schema %I from %I', v_schema, v_role);
+            execute pg_catalog.format('revoke all on schema %I from %I', v_schema, v_role);
+            execute pg_catalog.format('revoke all on all tables in schema %I from %I', v_schema, v_role);
+            execute pg_catalog.format('revoke all on all sequences in schema %I from %I', v_schema, v_role);
+            execute pg_catalog.format('revoke all on all functions in schema %I from %I', v_schema, v_role);
         else
             raise notice 'jobkit: role % does not exist; skipped revoking its privileges', v_role;
         end if;
     end loop;
     if exists (select 1 from pg_catalog.pg_roles where rolname = 'service_role') then
-        execute format('grant usage on schema %I to service_role', v_schema);
-        execute format('grant select, insert, update, delete on all tables in schema %I to service_role', v_schema);
-        execute format('grant usage, select on all sequences in schema %I to service_role', v_schema);
-        execute format('grant execute on all functions in schema %I to service_role', v_schema);
+        execute pg_catalog.format('grant usage on schema %I to service_role', v_schema);
+        execute pg_catalog.format('grant select, insert, update, delete on all tables in schema %I to service_role', v_schema);
+        execute pg_catalog.format('grant usage, select on all sequences in schema %I to service_role', v_schema);
+        execute pg_catalog.format('grant execute on all functions in schema %I to service_role', v_schema);
     else
         raise notice 'jobkit: role service_role does not exist; skipped granting it access';
     end if;

@@ -15,14 +15,10 @@ from jobkit.connector import Database, Session
 from jobkit.deploy import DeployOptions, deploy
 from jobkit.localdb import LocalCluster
 from jobkit.manager import JobManager
-from jobkit.render import render_migrations
 from standins.http_server import Server, recording_server
 
 TEMPLATE = "jobkit_template"
 SCHEMA = "jobkit"
-#: The packaged migrations ("0001_core", ...) and the head version, for tests that count them.
-MIGRATIONS = [f"{m.version}_{m.name}" for m in render_migrations(Settings())]
-HEAD = MIGRATIONS[-1][:4]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -9,12 +9,12 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from conftest import MIGRATIONS
 from jobkit import __version__
 from jobkit.cli import cli
 from jobkit.config import Settings
 from jobkit.connector import Database
 from jobkit.render import render_script
+from versions import MIGRATIONS
 
 
 def _run(*args: str) -> click.testing.Result:

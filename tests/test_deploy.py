@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from clusters import running_cluster
-from conftest import HEAD, MIGRATIONS
 from jobkit.cli import cli
 from jobkit.config import Settings, load_settings
 from jobkit.connector import Database, Session
@@ -17,6 +16,7 @@ from jobkit.deploy import DeployOptions, DeployReport, deploy
 from jobkit.exceptions import DeployError, DriftError, PrerequisiteError
 from jobkit.localdb import LocalCluster
 from jobkit.manager import JobManager, NewJob
+from versions import HEAD, MIGRATIONS
 
 VERSIONS = [m[:4] for m in MIGRATIONS]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import HEAD
 from jobkit.config import Settings
 from jobkit.connector import Database
 from jobkit.exceptions import ResourceError
 from jobkit.render import ident, literal, migration_files, render_migrations, render_script
+from versions import HEAD
 
 
 def test_same_settings_give_identical_bytes() -> None:

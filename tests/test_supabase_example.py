@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from conftest import HEAD, MIGRATIONS
+from versions import HEAD, MIGRATIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ROOT / "supabase"

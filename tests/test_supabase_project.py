@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import HEAD, MIGRATIONS
 from jobkit.config import Settings
 from jobkit.connector import Database
 from jobkit.exceptions import ConfigError
 from jobkit.supabase_project import existing_migrations, write_migration
+from versions import HEAD, MIGRATIONS
 
 WHEN = datetime(2026, 12, 1, 10, 30, 0, tzinfo=UTC)
 

@@ -155,7 +155,8 @@ class LocalCluster:
             raise LocalDbError(f"unknown shutdown mode {mode!r}", hint="use smart, fast or immediate")
         layout = self._layout()
         if self._pid(layout) is None:
-            raise LocalDbError(f"the local PostgreSQL in {self.home} is not running", hint="run `jobkit db start`")
+            raise LocalDbError(f"the local PostgreSQL in {self.home} is not running",
+                               hint="run `jobkit db start`")
         log = layout.data_dir.parent / "postgres.log"
         args = ["restart", "-w", "-t", "60", "-m", mode, "-D", str(layout.data_dir), "-l", str(log)]
         _run([*self._prefix, str(find_pg_bin() / "pg_ctl"), *args], "pg_ctl restart")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg

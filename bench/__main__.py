@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import os
 import shlex
 import sys
@@ -37,6 +38,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    logging.getLogger("jobkit").setLevel(logging.ERROR)  # the retries the punctuality run provokes
     raw_args = sys.argv[1:] if argv is None else argv
     args = parse(raw_args)
     if args.snapshot:

@@ -88,6 +88,27 @@ def drain(url: str, n: int, config: DrainConfig) -> Sample:
     return Sample(n / elapsed, verify.jobkit(url, n, tally), {"config": config.describe()})
 
 
+def drain_defaults(url: str, n: int) -> Sample:
+    """`jobkit worker serve`'s defaults: concurrency 16, the adaptive claim window, the CLI's pool."""
+    fill(url, n)
+    tally = Tally()
+
+    async def main() -> float:
+        backend = PostgresBackend(url, max_size=8)  # workerapp.postgres_backend at concurrency 16
+        await backend.open()
+        try:
+            drainer = Drainer(registry(tally), backend, concurrency=16)
+            await drainer.drain(JOB_TYPE, budget=timedelta(hours=1))
+            end = time.monotonic()
+            await drainer.shutdown(grace=timedelta(0))
+            return tally.since_first(end)
+        finally:
+            await backend.close()
+
+    elapsed = asyncio.run(main())
+    return Sample(n / elapsed, verify.jobkit(url, n, tally), {"config": "concurrency=16, adaptive window"})
+
+
 def drain_procs(url: str, n: int, config: DrainConfig, procs: int = 2) -> Sample:
     """Fill ``n`` jobs, drain them with ``procs`` OS processes, each running a Drainer."""
     fill(url, n)

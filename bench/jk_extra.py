@@ -12,8 +12,8 @@ import psycopg
 from jobkit.backends.postgres import PostgresBackend
 from jobkit.connector import Database
 from jobkit.drain import Drainer
-from jobkit.handlers import Registry
 from jobkit.endpoint import EndpointOptions, WorkerEndpoint
+from jobkit.handlers import Registry
 from jobkit.manager import JobManager, NewJob, complete_params
 from jobkit.queries import queries
 from psycopg.rows import dict_row

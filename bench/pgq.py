@@ -105,12 +105,13 @@ async def _managers(url: str, count: int, on_job: Any) -> tuple[list[QueueManage
     return managers, conns
 
 
-async def _drain(url: str, count: int, tally: Tally, ready: Any = None) -> float:
-    """Drain with `count` QueueManagers; returns time.monotonic() at the end."""
+async def _drain(url: str, count: int, tally: Tally, ready: Any = None, batch: int | None = BATCH) -> float:
+    """Drain with `count` QueueManagers (``batch`` None: run()'s default); time.monotonic() at the end."""
     managers, conns = await _managers(url, count, lambda job: tally.hit(job.id))
     if ready is not None:
         await ready()
-    await asyncio.gather(*(qm.run(batch_size=BATCH, mode=QueueExecutionMode.drain) for qm in managers))
+    sizes = {} if batch is None else {"batch_size": batch}
+    await asyncio.gather(*(qm.run(mode=QueueExecutionMode.drain, **sizes) for qm in managers))
     end = time.monotonic()
     for conn in conns:
         await conn.close()
@@ -122,6 +123,14 @@ def drain(url: str, n: int, concurrency: int) -> Sample:
     tally = Tally()
     elapsed = tally.since_first(asyncio.run(_drain(url, concurrency, tally)))
     return Sample(n / elapsed, verify.pgqueuer(url, n, tally))
+
+
+def drain_defaults(url: str, n: int) -> Sample:
+    """16 QueueManagers with QueueManager.run()'s default batch size (10)."""
+    fill(url, n)
+    tally = Tally()
+    elapsed = tally.since_first(asyncio.run(_drain(url, PROC_CONCURRENCY, tally, batch=None)))
+    return Sample(n / elapsed, verify.pgqueuer(url, n, tally), {"config": "16 QueueManagers, run() defaults"})
 
 
 def drain_procs(url: str, n: int) -> Sample:
@@ -182,7 +191,8 @@ def _system(durability: Durability, key: str) -> System:
                   "entrypoint. Enqueue: Queries.enqueue (single, then lists of 1,000). Latency: its insert "
                   "trigger's NOTIFY, one QueueManager."),
         install=lambda url: install(url, durability), enqueue_single=enqueue_single,
-        enqueue_bulk=enqueue_bulk, drain=drain, drain_procs=drain_procs, latency=latency_run,
+        enqueue_bulk=enqueue_bulk, drain=drain, drain_procs=drain_procs, drain_defaults=drain_defaults,
+        latency=latency_run,
     )
 
 

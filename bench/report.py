@@ -30,6 +30,16 @@ METHOD = """\
 - **Latency**: a separate process enqueues one job per statement at a fixed rate; the payload holds
   `time.time()` taken just before the enqueue call; the handler records `time.time() - t` when it
   starts. So it includes the enqueue's own commit (WAL flush), the NOTIFY, the wake-up and the claim.
+- **Defaults**: jobkit's Drainer exactly as `jobkit worker serve` builds it with no options
+  (concurrency 16, the adaptive claim window, a pool of 8); PgQueuer's 16 QueueManagers with
+  `QueueManager.run()`'s own default batch size (10). The other drain rows use batch 100 for both.
+- **Wake path**: see bench/wake.py. The worker is jobkit's WorkerEndpoint with `worker serve`'s
+  defaults, served by uvicorn in the benchmark process; the pg_net stand-in (tests/standins, with
+  pg_net 0.20's timing: woken at commit, a 1 s pause between batches) runs in its own process.
+  Backlog: N jobs in one statement; jobs/s from that statement's commit until every completion is
+  committed, next to a Drainer with the same settings called directly (its `drain()` call to its
+  return). Burst and punctuality time each job from its enqueue (or its due time) to its
+  handler's start; there is no cron in these runs.
 - **Claim cost**: the worker's own named query (`claim_jobs`, prepared) on one connection, 5
   warm-up claims then the timed ones; each claimed batch is completed (untimed) like a worker does.
   The backlog is inserted with one `INSERT ... SELECT` (rows as `enqueue_many` makes them), then
@@ -75,6 +85,7 @@ def rows(results: Results) -> list[tuple[str, str]]:
         ("enqueue_bulk", f"Enqueue, bulk 1,000 per statement, {p.n_bulk:,} jobs (jobs/s)"),
         *drains,
         ("drain_procs", f"Drain {p.n_drain:,}, {PROCS} processes x concurrency {PROC_CONCURRENCY} (jobs/s)"),
+        ("drain_defaults", f"Drain {p.n_drain:,}, concurrency 16, each system's defaults (jobs/s)"),
         ("latency_p50", f"Latency enqueue -> handler start, p50 at {p.latency_rate:g} jobs/s (ms)"),
         ("latency_p99", f"Latency enqueue -> handler start, p99 at {p.latency_rate:g} jobs/s (ms)"),
     ]
@@ -117,6 +128,36 @@ def claim_table(results: Results) -> str:
         f"| {ratio(fut)} |"])
 
 
+def wake_table(results: Results) -> str:
+    """The path users run (bench/wake.py): backlogs through the wake path, bursts, punctuality."""
+    p = results.preset
+
+    def c(metric: str) -> str:
+        return cell(results, "jobkit", metric)
+
+    def share(metric: str, n: int) -> str:
+        mine, direct = results.value("jobkit", metric), results.value("jobkit", f"direct_{n}")
+        return f"{mine / direct:.0%}" if mine and direct else "—"
+
+    rows = [f"| {n:,} jobs in one statement, woken over {t} | {c(f'wake_{t}_{n}')} jobs/s "
+            f"| {share(f'wake_{t}_{n}', n)} of the direct Drainer ({c(f'direct_{n}')} jobs/s) |"
+            for n in p.backlogs for t in ("pg_net", "notify")]
+    rows += [
+        f"| {p.burst:,} single-row enqueues in 1 s through pg_net, enqueue -> start | "
+        f"p50 {c('burst_p50')} ms, p99 {c('burst_p99')} ms | the worker's default lingering (2 s) |",
+        f"| the same burst with `--linger 0s` | p50 {c('burst_nolinger_p50')} ms, "
+        f"p99 {c('burst_nolinger_p99')} ms | each later wake-up waits for pg_net's next loop |",
+        f"| {p.punctual} delayed jobs (run_at 0.5-8 s ahead), due -> start | p50 {c('delayed_p50')} ms, "
+        f"p99 {c('delayed_p99')} ms | no cron: the due-time hint and the worker's timers |",
+        f"| {p.punctual} retries (Retry(after=1-5 s)), due -> start | p50 {c('retry_p50')} ms, "
+        f"p99 {c('retry_p99')} ms | no cron |",
+    ]
+    if all("—" in r for r in rows):
+        return ""
+    return "\n".join(["| The wake path (jobkit, `worker serve` defaults) | measured | note |",
+                      "|---|---:|---|", *rows])
+
+
 def bloat_table(results: Results) -> str:
     out = []
     for metric, label in (("bloat_prune_on", "prune on"), ("bloat_prune_off", "prune off")):
@@ -156,6 +197,8 @@ def render(results: Results, meta: dict[str, Any], command: str, notes: str) -> 
         "## Results",
         "",
         main_table(results),
+        "",
+        wake_table(results),
         "",
         claim_table(results),
         "",

@@ -9,14 +9,14 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import jk_extra
+from . import jk_extra, wake
 from .cluster import BenchCluster
 from .common import Sample, median
 from .systems import PROC_CONCURRENCY, PROCS, System
 from .verify import Check
 
 Echo = Callable[[str], None]
-GROUPS = ("enqueue", "drain", "latency", "claim", "bloat")
+GROUPS = ("enqueue", "drain", "latency", "wake", "claim", "bloat")
 BLOAT_NAPTIME = "5s"
 
 
@@ -36,6 +36,9 @@ class Preset:
     claims: int  # timed claims per claim-cost measurement
     bloat_jobs: int
     bloat_wave: int
+    backlogs: tuple[int, ...] = (5_000, 50_000)  # jobs drained through the wake path
+    burst: int = 1_000  # single-row enqueues in one second through pg_net
+    punctual: int = 200  # delayed jobs, and retries, for punctuality
 
 
 PRESETS = {
@@ -43,7 +46,8 @@ PRESETS = {
                    100, 500_000, 10_000),
     "quick": Preset("quick", 1, 500, 5_000, 5_000, (1, 4, 16), 50, 5, 10_000, 300_000, 200_000,
                     50, 60_000, 10_000),
-    "smoke": Preset("smoke", 1, 50, 200, 200, (1, 4), 50, 1, 1_000, 3_000, 2_000, 10, 600, 200),
+    "smoke": Preset("smoke", 1, 50, 200, 200, (1, 4), 50, 1, 1_000, 3_000, 2_000, 10, 600, 200,
+                    backlogs=(300,), burst=50, punctual=10),
 }
 
 
@@ -95,10 +99,28 @@ def _plan(p: Preset, groups: tuple[str, ...]) -> list[tuple[str, str, Call]]:
                  for c in p.concurrency]
         plan.append(("drain_procs", f"drain {PROCS}x c={PROC_CONCURRENCY} (jobs/s)",
                      lambda fn, u: fn(u, p.n_drain)))
+        plan.append(("drain_defaults", "drain c=16, defaults (jobs/s)", lambda fn, u: fn(u, p.n_drain)))
     if "latency" in groups:
         plan.append(("latency:latency_p50", f"latency p50 @{p.latency_rate:g}/s (ms)",
                      lambda fn, u: fn(u, p.latency_rate, p.latency_seconds)))
     return plan
+
+
+def _wake(measure: Callable[..., Sample], results: Results, jobkit: System, p: Preset) -> None:
+    """The wake path (bench/wake.py), jobkit only; p99s are recorded beside their p50s."""
+    for n in p.backlogs:
+        measure(jobkit, f"direct_{n}", lambda u, n=n: wake.direct(u, n), f"direct Drainer, {n:,} (jobs/s)")
+        for transport in ("pg_net", "notify"):
+            measure(jobkit, f"wake_{transport}_{n}", lambda u, n=n, t=transport: wake.backlog(u, n, t),
+                    f"{n:,} through {transport} (jobs/s)")
+    for key, linger in (("burst", None), ("burst_nolinger", 0.0)):
+        sample = measure(jobkit, f"{key}_p50", lambda u, lg=linger: wake.burst(u, p.burst, lg),
+                         f"burst of {p.burst:,}{'' if linger is None else ', no linger'} p50 (ms)")
+        results.add("jobkit", f"{key}_p99", Sample(sample.extra.get("p99_ms"), sample.check))
+    for kind in ("delayed", "retry"):
+        sample = measure(jobkit, f"{kind}_p50", lambda u, k=kind: wake.punctuality(u, p.punctual, k),
+                         f"{kind} due -> start p50 (ms)")
+        results.add("jobkit", f"{kind}_p99", Sample(sample.extra.get("p99_ms"), sample.check))
 
 
 def run(cluster: BenchCluster, preset: Preset, systems: list[System], groups: tuple[str, ...],
@@ -136,6 +158,8 @@ def run(cluster: BenchCluster, preset: Preset, systems: list[System], groups: tu
                 sample = measure(s, key, lambda u, fn=fn, call=call: call(fn, u), label)
                 if key == "latency_p50":
                     results.add(s.key, "latency_p99", Sample(sample.extra.get("p99_ms"), sample.check))
+        if "wake" in groups and jobkit:
+            _wake(measure, results, jobkit, p)
         if "claim" in groups and jobkit:
             for metric, due, future in (("claim_small", p.claim_small, 0), ("claim_large", p.claim_large, 0),
                                         ("claim_future", p.claim_small, p.claim_future)):

@@ -23,6 +23,7 @@ class System:
     enqueue_bulk: Callable[[str, int], Sample] | None = None
     drain: Callable[[str, int, int], Sample] | None = None  # (url, jobs, concurrency)
     drain_procs: Callable[[str, int], Sample] | None = None
+    drain_defaults: Callable[[str, int], Sample] | None = None  # c=16 with the system's own defaults
     latency: Callable[[str, float, float], Sample] | None = None  # (url, jobs/s, seconds)
 
 
@@ -36,6 +37,7 @@ JOBKIT = System(
     enqueue_single=jk.enqueue_single, enqueue_bulk=jk.enqueue_bulk,
     drain=lambda url, n, c: jk.drain(url, n, DrainConfig(c)),
     drain_procs=lambda url, n: jk.drain_procs(url, n, DrainConfig(PROC_CONCURRENCY), PROCS),
+    drain_defaults=lambda url, n: jk.drain_defaults(url, n),
     latency=jk_extra.latency_run,
 )
 

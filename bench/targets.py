@@ -63,6 +63,21 @@ def evaluate(results: Results) -> list[tuple[str, str, str]]:
         f"{fut:.2f} / {small:.2f} ms = {fut / small:.2f}x" if small and fut else "—",
         fut / small <= 1.3 if small and fut else None)
     row(*_bounded(results))
+    for n in p.backlogs:
+        for transport in ("pg_net", "notify"):
+            mine, direct = v("jobkit", f"wake_{transport}_{n}"), v("jobkit", f"direct_{n}")
+            row(f"{n:,} jobs through the wake path ({transport}) >= 80% of the direct Drainer",
+                f"{mine:,.0f} vs {direct:,.0f} jobs/s: {mine / direct:.0%}" if mine and direct else "—",
+                mine >= 0.8 * direct if mine and direct else None)
+    for kind in ("retry", "delayed"):
+        p99 = v("jobkit", f"{kind}_p99")
+        row(f"{kind.capitalize()} punctuality: due -> start p99 <= 1 s without a seconds cron",
+            f"p50 {v('jobkit', f'{kind}_p50') or 0:.0f} ms, p99 {p99:.0f} ms" if p99 is not None else "—",
+            p99 <= 1000 if p99 is not None else None)
+    defaults, tuned = v("jobkit", "drain_defaults"), v("jobkit", "drain_c16")
+    row("`worker serve`'s defaults >= 80% of the tuned settings (concurrency 16)",
+        f"{defaults:,.0f} vs {tuned:,.0f} jobs/s (batch 100, window 400): {defaults / tuned:.0%}"
+        if defaults and tuned else "—", defaults >= 0.8 * tuned if defaults and tuned else None)
     return out
 
 

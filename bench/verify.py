@@ -69,8 +69,9 @@ def _verdict(problems: list[str], n: int) -> Check:
     return Check(not problems, "; ".join(problems) or f"exactly-once ok ({n} jobs)")
 
 
-def jobkit(url: str, n: int, tally: Tally | None = None, *, pruned: int = 0) -> Check:
-    """``n`` jobs ran: completed exactly once each (``pruned`` of them already deleted by prune)."""
+def jobkit(url: str, n: int, tally: Tally | None = None, *, pruned: int = 0, retried: int = 0) -> Check:
+    """``n`` jobs ran: completed exactly once each (``pruned`` of them already deleted by prune;
+    ``retried`` of them on their second attempt after one retry)."""
     jobs = _one(url, """select count(*) filter (where status = 'completed') as completed,
         count(*) filter (where status in ('pending', 'processing')) as open,
         count(*) filter (where status not in ('completed', 'pending', 'processing')) as other,
@@ -82,12 +83,12 @@ def jobkit(url: str, n: int, tally: Tally | None = None, *, pruned: int = 0) -> 
     problems = []
     if jobs["completed"] + pruned != n:
         problems.append(f"{jobs['completed']} completed + {pruned} pruned jobs, expected {n}")
-    if jobs["open"] or jobs["other"] or jobs["reattempted"]:
+    if jobs["open"] or jobs["other"] or jobs["reattempted"] != retried:
         problems.append(f"{jobs['open']} pending/processing, {jobs['other']} failed/dead/cancelled, "
-                        f"{jobs['reattempted']} with attempts <> 1")
-    if hist["rows"]:
+                        f"{jobs['reattempted']} with attempts <> 1 (expected {retried})")
+    if hist["rows"] != retried or (retried and hist["outcomes"] != "retry"):
         problems.append(f"job_attempts: {hist['rows']} attempts that did not complete ({hist['outcomes']}), "
-                        "expected none")
+                        f"expected {retried} retries")
     _tally(tally, n, problems)
     return _verdict(problems, n)
 

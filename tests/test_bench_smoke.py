@@ -27,7 +27,9 @@ def test_bench_smoke_exactly_once(cluster: LocalCluster) -> None:
     lines: list[str] = []
     results = run_smoke(cluster, echo=lines.append)
     log = "\n".join(lines)
-    expected = {"enqueue_single", "enqueue_bulk", "drain_c1", "drain_c4", "drain_procs", "latency_p50",
+    expected = {"enqueue_single", "enqueue_bulk", "drain_c1", "drain_c4", "drain_procs", "drain_defaults",
+                "latency_p50", "direct_300", "wake_pg_net_300", "wake_notify_300", "burst_p50", "burst_p99",
+                "burst_nolinger_p50", "delayed_p50", "delayed_p99", "retry_p50", "retry_p99",
                 "claim_small", "claim_large", "claim_future", "bloat_prune_on", "bloat_prune_off"}
     measured = {metric for (system, metric) in results.samples if system == "jobkit"}
     assert expected <= measured, log

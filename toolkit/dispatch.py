@@ -120,6 +120,7 @@ class Dispatcher:
         elif claimed:
             self._again.add(job_type)  # became due as the drain ended: go round again
         else:
+            log.debug("%s: due jobs, none claimable; trying again in %.0fs", job_type, RETRY_UNCLAIMABLE)
             self._arm(job_type, RETRY_UNCLAIMABLE)  # due, yet nothing was claimable
 
     def _arm(self, job_type: str, delay: float) -> None:

@@ -136,8 +136,8 @@ def wake_table(results: Results) -> str:
         return cell(results, "jobkit", metric)
 
     def share(metric: str, n: int) -> str:
-        mine, direct = results.value("jobkit", metric), results.value("jobkit", f"direct_{n}")
-        return f"{mine / direct:.0%}" if mine and direct else "—"
+        ratio = targets.paired_ratio(results, metric, f"direct_{n}")
+        return f"{ratio:.0%}" if ratio else "—"
 
     rows = [f"| {n:,} jobs in one statement, woken over {t} | {c(f'wake_{t}_{n}')} jobs/s "
             f"| {share(f'wake_{t}_{n}', n)} of the direct Drainer ({c(f'direct_{n}')} jobs/s) |"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from .backends.postgres import PostgresBackend
 from .config import Settings, load_settings
 from .context import JobContext
 from .endpoint import WorkerEndpoint, create_app
@@ -30,7 +31,8 @@ except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
     __version__ = "0.0.0+unknown"
 
 __all__ = [
-    "Job", "JobContext", "JobkitError", "NewJob", "Permanent", "RateLimited", "Registry", "Retry",
+    "Job", "JobContext", "JobkitError", "NewJob", "Permanent", "PostgresBackend", "RateLimited", "Registry",
+    "Retry",
     "Settings", "Status", "WorkerEndpoint", "__version__", "create_app", "enqueue", "enqueue_many",
     "load_settings",
 ]

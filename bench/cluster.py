@@ -16,8 +16,8 @@ from pathlib import Path
 
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
-from jobkit.deploy import DeployOptions, deploy
-from jobkit.localdb import LocalCluster, find_pg_bin
+from jobkit.ops.localdb import LocalCluster, find_pg_bin
+from jobkit.schema.deploy import DeployOptions, deploy
 
 #: Server settings applied to every system alike (ALTER SYSTEM + restart). fsync and
 #: synchronous_commit stay on: every commit waits for its WAL flush, as in production.

@@ -1,4 +1,4 @@
-"""jobkit's own figures through its real code paths: JobManager.enqueue / enqueue_many, and the
+"""jobkit's own figures through its real code paths: Lifecycle.enqueue / enqueue_many, and the
 Drainer over PostgresBackend (one process, or several OS processes each running a Drainer)."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from jobkit.backends.postgres import PostgresBackend
 from jobkit.connector import Database
-from jobkit.drain import Drainer
 from jobkit.handlers import Registry
-from jobkit.manager import JobManager, NewJob
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.worker.backends.postgres import PostgresBackend
+from jobkit.worker.drain import Drainer
 
 from . import verify
 from .common import BULK_BATCH, JOB_TYPE, DrainConfig, Sample, execute
@@ -25,7 +26,7 @@ SYSTEM = "jobkit"
 def enqueue_single(url: str, n: int) -> Sample:
     """``n`` single-row jobkit.enqueue calls in a loop on one connection (each its own commit)."""
     with Database(url).session() as session:
-        manager = JobManager(session, "jobkit")
+        manager = Lifecycle(session, "jobkit")
         start = time.perf_counter()
         for i in range(n):
             manager.enqueue(NewJob(JOB_TYPE, {"i": i}))
@@ -36,7 +37,7 @@ def enqueue_single(url: str, n: int) -> Sample:
 def enqueue_bulk(url: str, n: int, batch: int = BULK_BATCH) -> Sample:
     """``n`` jobs through jobkit.enqueue_many, ``batch`` per statement."""
     with Database(url).session() as session:
-        manager = JobManager(session, "jobkit")
+        manager = Lifecycle(session, "jobkit")
         start = time.perf_counter()
         _fill(manager, n, batch)
         elapsed = time.perf_counter() - start
@@ -46,11 +47,11 @@ def enqueue_bulk(url: str, n: int, batch: int = BULK_BATCH) -> Sample:
 def fill(url: str, n: int, batch: int = BULK_BATCH) -> None:
     """``n`` pending no-op jobs via enqueue_many, then ANALYZE."""
     with Database(url).session() as session:
-        _fill(JobManager(session, "jobkit"), n, batch)
+        _fill(Lifecycle(session, "jobkit"), n, batch)
     execute(url, "analyze jobkit.jobs", "analyze jobkit.job_attempts")
 
 
-def _fill(manager: JobManager, n: int, batch: int) -> None:
+def _fill(manager: Lifecycle, n: int, batch: int) -> None:
     for lo in range(0, n, batch):
         manager.enqueue_many([NewJob(JOB_TYPE, {"i": i}) for i in range(lo, min(n, lo + batch))])
 

@@ -9,13 +9,14 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
-from jobkit.backends.postgres import PostgresBackend
 from jobkit.connector import Database
-from jobkit.drain import Drainer
-from jobkit.endpoint import EndpointOptions, WorkerEndpoint
 from jobkit.handlers import Registry
-from jobkit.manager import JobManager, NewJob, complete_params
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle, complete_params
 from jobkit.queries import queries
+from jobkit.worker.backends.postgres import PostgresBackend
+from jobkit.worker.drain import Drainer
+from jobkit.worker.endpoint import EndpointOptions, WorkerEndpoint
 from psycopg.rows import dict_row
 
 from . import jk, latency, verify
@@ -30,7 +31,7 @@ PRUNE_SQL = "select jobkit.prune('0'::interval) as jobs, jobkit.prune_wakeups('0
 def single_enqueuer(url: str) -> Any:
     """latency.Factory: jobkit.enqueue, one job per call, on one connection."""
     cm = Database(url).session()
-    manager = JobManager(cm.__enter__(), "jobkit")
+    manager = Lifecycle(cm.__enter__(), "jobkit")
 
     def enqueue(payload: dict[str, Any]) -> None:
         manager.enqueue(NewJob(JOB_TYPE, payload))

@@ -46,8 +46,8 @@ class Timed:
 
 
 async def _drain(url: str, config: DrainConfig, tally: Tally, html: Path | None) -> None:
-    from jobkit.backends.postgres import PostgresBackend
-    from jobkit.drain import Drainer
+    from jobkit.worker.backends.postgres import PostgresBackend
+    from jobkit.worker.drain import Drainer
     from pyinstrument import Profiler
 
     backend = PostgresBackend(url, max_size=4)

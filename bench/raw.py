@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
-from jobkit.localdb import find_pg_bin
+from jobkit.ops.localdb import find_pg_bin
 
 from . import verify
 from .cluster import install_jobkit

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from jobkit.localdb import LocalCluster
+from jobkit.ops.localdb import LocalCluster
 
 from . import systems
 from .cluster import BenchCluster

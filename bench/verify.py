@@ -76,7 +76,7 @@ def jobkit(url: str, n: int, tally: Tally | None = None, *, pruned: int = 0, ret
         count(*) filter (where status in ('pending', 'processing')) as open,
         count(*) filter (where status not in ('completed', 'pending', 'processing')) as other,
         count(*) filter (where attempts <> 1) as reattempted from jobkit.jobs""")
-    # A completing attempt is recorded on the job row (migration 0004); any row in job_attempts is
+    # A completing attempt is recorded on the job row (sql/schema.sql); any row in job_attempts is
     # an attempt that did not complete (a retry, an expired lease, a release): none may exist.
     hist = _one(url, "select count(*) as rows, string_agg(distinct outcome, ', ') as outcomes "
                      "from jobkit.job_attempts")

@@ -28,15 +28,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from jobkit.backends.postgres import PostgresBackend
 from jobkit.config import Settings
 from jobkit.connector import Database
-from jobkit.deploy import DeployOptions, deploy
-from jobkit.drain import Drainer
-from jobkit.endpoint import EndpointOptions, WorkerEndpoint
+from jobkit.cron.secrets import set_secrets
 from jobkit.handlers import Registry, Retry
-from jobkit.manager import JobManager, NewJob
-from jobkit.secrets import set_secrets
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.schema.deploy import DeployOptions, deploy
+from jobkit.worker.backends.postgres import PostgresBackend
+from jobkit.worker.drain import Drainer
+from jobkit.worker.endpoint import EndpointOptions, WorkerEndpoint
 
 from . import latency, verify
 from .common import JOB_TYPE, Sample, percentile
@@ -136,7 +137,7 @@ async def _until(check: Callable[[], bool], timeout: float) -> None:
 
 def _enqueue_backlog(url: str, n: int) -> None:
     with Database(url).session() as session:
-        JobManager(session, "jobkit").enqueue_many([NewJob(JOB_TYPE, {"i": i}) for i in range(n)])
+        Lifecycle(session, "jobkit").enqueue_many([NewJob(JOB_TYPE, {"i": i}) for i in range(n)])
 
 
 def rounds(n: int) -> int:
@@ -266,5 +267,5 @@ def punctuality(url: str, count: int, kind: str) -> Sample:
 
 def _enqueue_many(url: str, jobs: list[NewJob]) -> None:
     with Database(url).session() as session:
-        JobManager(session, "jobkit").enqueue_many(jobs)
+        Lifecycle(session, "jobkit").enqueue_many(jobs)
 

@@ -93,6 +93,11 @@ returns setof text language sql volatile set search_path = '' as $$
     select * from {{ s }}.pending_types()
 $$;
 
+create or replace function {{ api }}.get_job(p_id uuid)
+returns setof {{ s }}.jobs language sql stable set search_path = '' as $$
+    select * from {{ s }}.jobs j where j.id = p_id
+$$;
+
 create or replace function {{ api }}.next_due_in(p_type text)
 returns float8 language sql volatile set search_path = '' as $$
     select extract(epoch from {{ s }}.next_due(p_type) - pg_catalog.now())::pg_catalog.float8

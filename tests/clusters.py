@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from jobkit.localdb import LocalCluster
+from jobkit.ops.localdb import LocalCluster
 
 
 @contextmanager

@@ -12,9 +12,9 @@ import pytest
 from clusters import running_cluster
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
-from jobkit.deploy import DeployOptions, deploy
-from jobkit.localdb import LocalCluster
-from jobkit.manager import JobManager
+from jobkit.lifecycle import Lifecycle
+from jobkit.ops.localdb import LocalCluster
+from jobkit.schema.deploy import DeployOptions, deploy
 from standins.http_server import Server, recording_server
 
 TEMPLATE = "jobkit_template"
@@ -56,6 +56,12 @@ def fresh_db(cluster: LocalCluster, admin: Session) -> Iterator[str]:
 
 
 @pytest.fixture
+def other_fresh_db(cluster: LocalCluster, admin: Session) -> Iterator[str]:
+    """A second empty database, for tests that compare two."""
+    yield from _database(cluster, admin, template=None)
+
+
+@pytest.fixture
 def db_url(cluster: LocalCluster, admin: Session, template_db: str) -> Iterator[str]:
     """A fresh database with jobkit deployed; yields its URL."""
     yield from _database(cluster, admin, template=template_db)
@@ -78,8 +84,8 @@ def session(db: Database) -> Iterator[Session]:
 
 
 @pytest.fixture
-def manager(session: Session) -> JobManager:
-    return JobManager(session, SCHEMA)
+def manager(session: Session) -> Lifecycle:
+    return Lifecycle(session, SCHEMA)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from jobkit.connector import Database
-from jobkit.localdb import LocalCluster
+from jobkit.ops.localdb import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # bench/ lives next to tests/, outside the installed package

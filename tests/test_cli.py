@@ -13,7 +13,7 @@ from jobkit import __version__
 from jobkit.cli import cli
 from jobkit.config import Settings
 from jobkit.connector import Database
-from jobkit.render import render_script
+from jobkit.schema.render import render_script
 from versions import MIGRATIONS
 
 
@@ -68,7 +68,7 @@ def test_deploy_check_exit_codes(fresh_db: str) -> None:
     with Database(fresh_db).session() as s:
         assert s.scalar("select count(*) from pg_namespace where nspname = 'jobkit'") == 0
     applied = _run("deploy", "--db-url", fresh_db)
-    assert applied.exit_code == 0 and "applied 0001_core" in applied.output
+    assert applied.exit_code == 0 and "applied 0001_baseline" in applied.output
     again = _run("deploy", "--db-url", fresh_db)
     assert again.exit_code == 0 and "nothing changed" in again.output
     assert _run("deploy", "--db-url", fresh_db, "--check").exit_code == 0

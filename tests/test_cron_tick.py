@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import time
 
-from jobkit import scheduling
 from jobkit.config import Settings, TypeConfig
 from jobkit.connector import Database, Session
-from jobkit.deploy import DeployOptions, deploy
-from jobkit.localdb import LocalCluster
-from jobkit.manager import JobManager, NewJob
-from jobkit.secrets import set_secrets
-from jobkit.signing import HEADER, Verifier
+from jobkit.cron import schedules as scheduling
+from jobkit.cron.secrets import set_secrets
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.ops.localdb import LocalCluster
+from jobkit.schema.deploy import DeployOptions, deploy
+from jobkit.worker.signing import HEADER, Verifier
 from standins import PgNetStandIn
 from standins.http_server import Server
 
@@ -31,7 +32,7 @@ def test_a_real_pg_cron_tick_wakes_the_worker(
         with db.session() as session:
             _clear_of_a_minute_boundary(session)  # so that no tick falls in the next 0.3 s
             secret = str(session.scalar("select jobkit.secret('worker_secret')"))
-            JobManager(session, "jobkit").enqueue(NewJob("email", {"to": "x"}))
+            Lifecycle(session, "jobkit").enqueue(NewJob("email", {"to": "x"}))
             # The insert trigger is off for email: it sent nothing, only cron wakes it.
             assert session.scalar("select count(*) from jobkit.wakeups") == 0
             seen = server.wait_for(1, timeout=75)

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from jobkit.config import RateLimitConfig, Settings
 from jobkit.connector import Database
-from jobkit.demo import run_demo
-from jobkit.deploy import DeployOptions, deploy
-from jobkit.example import example_registry
 from jobkit.jobs import Status
+from jobkit.ops.demo import run_demo
+from jobkit.ops.example import example_registry
+from jobkit.schema.deploy import DeployOptions, deploy
 
 
 def test_run_demo_reaches_expected_states(db: Database, db_url: str) -> None:

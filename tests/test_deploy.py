@@ -12,10 +12,11 @@ from clusters import running_cluster
 from jobkit.cli import cli
 from jobkit.config import Settings, load_settings
 from jobkit.connector import Database, Session
-from jobkit.deploy import DeployOptions, DeployReport, deploy
 from jobkit.exceptions import DeployError, DriftError, PrerequisiteError
-from jobkit.localdb import LocalCluster
-from jobkit.manager import JobManager, NewJob
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.ops.localdb import LocalCluster
+from jobkit.schema.deploy import DeployOptions, DeployReport, deploy
 from versions import HEAD, MIGRATIONS
 
 VERSIONS = [m[:4] for m in MIGRATIONS]
@@ -110,11 +111,11 @@ def test_unknown_newer_migration_is_refused(db_url: str) -> None:
 
 def test_upgrade_in_place_keeps_every_job(db_url: str) -> None:
     with Database(db_url).session() as s:
-        manager = JobManager(s, "jobkit")
+        manager = Lifecycle(s, "jobkit")
         ids = manager.enqueue_many([NewJob("t", {"i": i}) for i in range(100)])
         from datetime import timedelta
 
-        claimed = manager.pick("t", 10, "w", timedelta(minutes=5))
+        claimed = manager.claim("t", 10, "w", timedelta(minutes=5))
         before = s.all("select id, status, attempts, payload from jobkit.jobs order by id")
     report = _deploy(db_url, extra_migrations=[FIXTURES / "migrations"])
     assert report.applied == ["0099_fixture_upgrade"]
@@ -123,7 +124,7 @@ def test_upgrade_in_place_keeps_every_job(db_url: str) -> None:
         assert after == before and len(after) == len(ids)
         assert s.scalar("select count(*) from jobkit.jobs where tenant = 'default'") == 100
         assert s.scalar("select jobkit.fixture_version()") == 2
-        manager = JobManager(s, "jobkit")
+        manager = Lifecycle(s, "jobkit")
         assert manager.complete([(j.id, j.attempts, None) for j in claimed]) == {j.id for j in claimed}
     assert _history(db_url) == [*VERSIONS, "0099"]
 

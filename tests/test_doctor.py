@@ -10,9 +10,9 @@ from clusters import running_cluster
 from jobkit.cli import cli
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
-from jobkit.deploy import DeployOptions, deploy
-from jobkit.doctor import FAIL, PASS, WARN, Check, run
-from jobkit.localdb import LocalCluster
+from jobkit.ops.doctor import FAIL, PASS, WARN, Check, run
+from jobkit.ops.localdb import LocalCluster
+from jobkit.schema.deploy import DeployOptions, deploy
 from standins import PgNetStandIn
 
 
@@ -52,9 +52,14 @@ def test_grant_on_the_history_view_is_caught(healthy: str, session: Session) -> 
     assert check.fix.startswith("revoke all on table jobkit.job_history from authenticated")
 
 
-def test_schema_behind(healthy: str, session: Session) -> None:
-    session.execute("delete from jobkit.schema_migrations where version = (select max(version) "
-                    "from jobkit.schema_migrations)")
+def test_schema_behind(healthy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A jobkit newer than the database: one packaged migration the database has not applied."""
+    from jobkit.ops import doctor
+    from jobkit.schema.render import Migration
+
+    packaged = doctor.render_migrations
+    monkeypatch.setattr(doctor, "render_migrations",
+                        lambda s: [*packaged(s), Migration("0099", "newer", "select 1;")])
     check = _checks(healthy)["schema"]
     assert check.status == FAIL and "behind: 1 pending migration" in check.detail and check.fix == "jobkit deploy"
 
@@ -83,7 +88,7 @@ def test_pg_net_without_secrets_and_a_stopped_pg_net_worker(healthy: str) -> Non
 
 
 def test_paused_schedule_warns(healthy: str) -> None:
-    from jobkit import scheduling
+    from jobkit.cron import schedules as scheduling
 
     scheduling.set_active(Database(healthy), Settings(db_url=healthy), "prune", False)
     check = _checks(healthy)["schedules"]

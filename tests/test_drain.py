@@ -9,11 +9,12 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from jobkit.backends.postgres import PostgresBackend
 from jobkit.connector import Session
-from jobkit.drain import Drainer, DrainSummary
 from jobkit.handlers import Permanent, RateLimited, Registry, Retry
-from jobkit.manager import JobManager, NewJob
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.worker.backends.postgres import PostgresBackend
+from jobkit.worker.drain import Drainer, DrainSummary
 
 T = TypeVar("T")
 
@@ -34,7 +35,7 @@ def _drain(db_url: str, registry: Registry, job_type: str, **options: Any) -> Dr
     return _run(db_url, registry, lambda d: d.drain(job_type), **options)
 
 
-def test_drains_everything_and_stores_results(db_url: str, manager: JobManager, session: Session) -> None:
+def test_drains_everything_and_stores_results(db_url: str, manager: Lifecycle, session: Session) -> None:
     jobs = Registry()
 
     @jobs.handler("square")
@@ -48,7 +49,7 @@ def test_drains_everything_and_stores_results(db_url: str, manager: JobManager, 
     assert len(rows) == 120 and all(r["result"] == {"n": r["payload"]["n"] ** 2, "attempt": 1} for r in rows)
 
 
-def test_sync_handlers_run_in_threads_and_heartbeat(db_url: str, manager: JobManager) -> None:
+def test_sync_handlers_run_in_threads_and_heartbeat(db_url: str, manager: Lifecycle) -> None:
     jobs = Registry()
     seen: list[tuple[str, bool, str | None]] = []
 
@@ -63,7 +64,7 @@ def test_sync_handlers_run_in_threads_and_heartbeat(db_url: str, manager: JobMan
 
 
 def test_errors_retry_with_traceback_and_history(
-    db_url: str, manager: JobManager, session: Session
+    db_url: str, manager: Lifecycle, session: Session
 ) -> None:
     jobs = Registry()
 
@@ -79,11 +80,11 @@ def test_errors_retry_with_traceback_and_history(
     assert "Traceback" in (job.last_error or "") and "ValueError: smtp said no" in (job.last_error or "")
     delay = session.scalar("select scheduled_for - now() from jobkit.jobs where id = %s", (job_id,))
     assert timedelta(seconds=25) < delay < timedelta(seconds=35)
-    [attempt] = manager.attempts(job_id)
-    assert attempt["outcome"] == "retry" and "smtp said no" in attempt["error"]
+    [attempt] = manager.history(job_id)
+    assert attempt.outcome == "retry" and "smtp said no" in (attempt.error or "")
 
 
-def test_retry_permanent_and_rate_limited(db_url: str, manager: JobManager, session: Session) -> None:
+def test_retry_permanent_and_rate_limited(db_url: str, manager: Lifecycle, session: Session) -> None:
     jobs = Registry()
 
     @jobs.handler("retry")
@@ -108,10 +109,10 @@ def test_retry_permanent_and_rate_limited(db_url: str, manager: JobManager, sess
     assert (rows["permanent"]["status"], rows["permanent"]["attempts"]) == ("failed", 1)
     assert (rows["limited"]["status"], rows["limited"]["attempts"]) == ("pending", 0)
     assert 110 < rows["limited"]["delay"] <= 120
-    assert [a["outcome"] for a in manager.attempts(ids["limited"])] == ["snoozed"]
+    assert [a.outcome for a in manager.history(ids["limited"])] == ["snoozed"]
 
 
-def test_unknown_type_fails_clearly_and_ends(db_url: str, manager: JobManager, session: Session) -> None:
+def test_unknown_type_fails_clearly_and_ends(db_url: str, manager: Lifecycle, session: Session) -> None:
     job_id = manager.enqueue(NewJob("nobody", {}, max_attempts=2))
     jobs = Registry()
     for _ in range(2):
@@ -123,7 +124,7 @@ def test_unknown_type_fails_clearly_and_ends(db_url: str, manager: JobManager, s
     assert _drain(db_url, jobs, "nobody").claimed == 0
 
 
-def test_non_json_result_is_an_error(db_url: str, manager: JobManager) -> None:
+def test_non_json_result_is_an_error(db_url: str, manager: Lifecycle) -> None:
     jobs = Registry()
 
     @jobs.handler("weird")
@@ -137,7 +138,7 @@ def test_non_json_result_is_an_error(db_url: str, manager: JobManager) -> None:
 
 
 def test_a_result_the_database_refuses_fails_only_its_own_job(
-    db_url: str, manager: JobManager, session: Session
+    db_url: str, manager: Lifecycle, session: Session
 ) -> None:
     """NaN is not JSON; a NUL character is JSON that jsonb refuses. Either used to sink the whole
     completion batch; now only that job fails (permanently) and its batch-mates complete."""
@@ -159,7 +160,7 @@ def test_a_result_the_database_refuses_fails_only_its_own_job(
     assert "not JSON-serializable" in errors["nan"] and "cannot be stored" in errors["nul"]
 
 
-def test_timeout_abandons_the_attempt(db_url: str, manager: JobManager) -> None:
+def test_timeout_abandons_the_attempt(db_url: str, manager: Lifecycle) -> None:
     jobs = Registry()
 
     @jobs.handler("slow", timeout=0.3)
@@ -174,7 +175,7 @@ def test_timeout_abandons_the_attempt(db_url: str, manager: JobManager) -> None:
     assert job is not None and job.status == "pending" and "timed out after 0.3s" in (job.last_error or "")
 
 
-def test_long_jobs_heartbeat_past_a_short_lease(db_url: str, manager: JobManager, session: Session) -> None:
+def test_long_jobs_heartbeat_past_a_short_lease(db_url: str, manager: Lifecycle, session: Session) -> None:
     jobs = Registry()
 
     @jobs.handler("long", timeout=20, lease=5)
@@ -198,7 +199,7 @@ def test_long_jobs_heartbeat_past_a_short_lease(db_url: str, manager: JobManager
 
 
 def test_shutdown_lets_running_jobs_finish_and_releases_the_rest(
-    db_url: str, manager: JobManager, session: Session
+    db_url: str, manager: Lifecycle, session: Session
 ) -> None:
     jobs = Registry()
     started = asyncio.Event()

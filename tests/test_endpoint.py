@@ -11,14 +11,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from jobkit.backends.postgres import PostgresBackend
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
-from jobkit.endpoint import EndpointOptions, WorkerEndpoint
+from jobkit.cron.secrets import set_secrets
 from jobkit.handlers import Registry
-from jobkit.manager import JobManager, NewJob
-from jobkit.secrets import set_secrets
-from jobkit.signing import HEADER, sign, signed_headers
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.worker.backends.postgres import PostgresBackend
+from jobkit.worker.endpoint import EndpointOptions, WorkerEndpoint
+from jobkit.worker.signing import HEADER, sign, signed_headers
 from starlette.testclient import TestClient
 
 SECRET = "endpoint-secret-0123456789abcdef0123456789"
@@ -66,7 +67,7 @@ def count(session: Session, status: str) -> int:
 def test_unsigned_or_badly_signed_calls_are_401(
     client: TestClient, endpoint: WorkerEndpoint, session: Session, how: str
 ) -> None:
-    JobManager(session, "jobkit").enqueue(NewJob("echo", {}))
+    Lifecycle(session, "jobkit").enqueue(NewJob("echo", {}))
     raw = json.dumps({"type": "echo"}).encode()
     headers = {
         "no header": {},
@@ -109,7 +110,7 @@ def test_bad_bodies_are_4xx(client: TestClient, body: bytes, status: int, messag
 
 def test_one_wake_up_drains_the_whole_backlog(client: TestClient, session: Session) -> None:
     """One wake-up, many more jobs than a claim takes: all of them run, not just one batch."""
-    JobManager(session, "jobkit").enqueue_many([NewJob("echo", {"i": i}) for i in range(450)])
+    Lifecycle(session, "jobkit").enqueue_many([NewJob("echo", {"i": i}) for i in range(450)])
     response = post(client, {"type": "echo", "budget_ms": 5000})
     assert response.status_code == 202 and response.json()["accepted"] is True
     until(lambda: count(session, "completed") == 450)
@@ -117,7 +118,7 @@ def test_one_wake_up_drains_the_whole_backlog(client: TestClient, session: Sessi
 
 def test_a_due_time_sets_a_timer(client: TestClient, endpoint: WorkerEndpoint, session: Session) -> None:
     run_at = session.scalar("select now() + interval '1.5 seconds'")
-    JobManager(session, "jobkit").enqueue(NewJob("echo", {}, run_at=run_at))
+    Lifecycle(session, "jobkit").enqueue(NewJob("echo", {}, run_at=run_at))
     at = run_at.timestamp()
     assert post(client, {"type": "echo", "at": at}).json()["at"] == at
     assert endpoint.dispatcher is not None and "echo" in endpoint.dispatcher.timers
@@ -127,7 +128,7 @@ def test_a_due_time_sets_a_timer(client: TestClient, endpoint: WorkerEndpoint, s
 
 
 def test_sync_mode_answers_with_a_summary(db_url: str, session: Session) -> None:
-    JobManager(session, "jobkit").enqueue_many([NewJob("echo", {"i": i}) for i in range(7)])
+    Lifecycle(session, "jobkit").enqueue_many([NewJob("echo", {"i": i}) for i in range(7)])
     with TestClient(_endpoint(db_url, secret=SECRET, mode="sync").app) as client:
         response = post(client, {"type": "echo"})
     assert response.status_code == 200
@@ -136,7 +137,7 @@ def test_sync_mode_answers_with_a_summary(db_url: str, session: Session) -> None
 
 
 def test_max_jobs_bounds_one_call(client: TestClient, session: Session) -> None:
-    JobManager(session, "jobkit").enqueue_many([NewJob("echo", {}) for _ in range(10)])
+    Lifecycle(session, "jobkit").enqueue_many([NewJob("echo", {}) for _ in range(10)])
     response = post(client, {"type": "echo", "max_jobs": 4}, path="/run?wait=1")
     assert response.json()["completed"] == 4
     assert count(session, "pending") == 6
@@ -183,7 +184,7 @@ def test_mountable_in_another_starlette_app(db_url: str, session: Session) -> No
 
     endpoint = _endpoint(db_url, secret=SECRET, mode="sync")
     host = Starlette(routes=[Mount("/jobkit", app=endpoint.app)], lifespan=endpoint.lifespan)
-    JobManager(session, "jobkit").enqueue(NewJob("echo", {"x": 1}))
+    Lifecycle(session, "jobkit").enqueue(NewJob("echo", {"x": 1}))
     with TestClient(host) as client:
         response = post(client, {"type": "echo"}, path="/jobkit/run")
     assert response.status_code == 200 and response.json()["completed"] == 1

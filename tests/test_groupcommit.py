@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from jobkit.groupcommit import GroupCommit
+from jobkit.worker.groupcommit import GroupCommit
 
 
 def test_items_arriving_during_a_flush_share_the_next_call() -> None:

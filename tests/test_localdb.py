@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from clusters import running_cluster
 from jobkit.exceptions import LocalDbError
-from jobkit.localdb import STATE_FILE, LocalCluster, find_pg_bin
+from jobkit.ops.localdb import STATE_FILE, LocalCluster, find_pg_bin
 
 
 @pytest.fixture(scope="module")

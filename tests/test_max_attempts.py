@@ -9,13 +9,14 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from jobkit.backends.postgres import PostgresBackend
 from jobkit.config import Backoff, Settings, TypeConfig
 from jobkit.connector import Database, Session
-from jobkit.deploy import DeployOptions, deploy
-from jobkit.drain import Drainer
 from jobkit.handlers import Registry
-from jobkit.manager import JobManager, NewJob
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.schema.deploy import DeployOptions, deploy
+from jobkit.worker.backends.postgres import PostgresBackend
+from jobkit.worker.drain import Drainer
 
 NOW = Backoff(base=timedelta(seconds=1), factor=1.0, cap=timedelta(seconds=1), jitter=0.0)
 seen: list[tuple[int, int]] = []  # (ctx.attempt, ctx.max_attempts) of every run
@@ -70,14 +71,14 @@ def _configure(db_url: str, type_max: int | None) -> None:
 def test_the_first_value_set_decides(db_url: str, session: Session, job_max: int | None,
                                      handler_max: int | None, type_max: int | None, runs: int) -> None:
     _configure(db_url, type_max)
-    job_id = JobManager(session, "jobkit").enqueue(NewJob("t", {}, max_attempts=job_max))
+    job_id = Lifecycle(session, "jobkit").enqueue(NewJob("t", {}, max_attempts=job_max))
     seen.clear()
     assert _run_until_done(db_url, session, _registry(handler_max), job_id) == "failed"
     assert seen == [(n, runs) for n in range(1, runs + 1)]
     assert session.scalar("select attempts from jobkit.jobs") == runs
 
 
-def test_expired_leases_follow_the_same_rule(db_url: str, session: Session, manager: JobManager) -> None:
+def test_expired_leases_follow_the_same_rule(db_url: str, session: Session, manager: Lifecycle) -> None:
     """The sweep knows the handler's value: the claim recorded it."""
     job_id = manager.enqueue(NewJob("t", {}))
     for attempt in (1, 2):
@@ -93,10 +94,10 @@ def test_expired_leases_follow_the_same_rule(db_url: str, session: Session, mana
 def test_retry_job_gives_a_fresh_full_round(db_url: str, session: Session) -> None:
     _configure(db_url, None)
     jobs = _registry(2)
-    job_id = JobManager(session, "jobkit").enqueue(NewJob("t", {}))
+    job_id = Lifecycle(session, "jobkit").enqueue(NewJob("t", {}))
     seen.clear()
     assert _run_until_done(db_url, session, jobs, job_id) == "failed"
-    assert JobManager(session, "jobkit").retry(job_id)
+    assert Lifecycle(session, "jobkit").retry(job_id)
     assert _run_until_done(db_url, session, jobs, job_id) == "failed"
     assert seen == [(1, 2), (2, 2), (3, 4), (4, 4)]  # attempt numbers count on; never past the cap
     history = session.all("select attempt, outcome from jobkit.job_history where job_id = %s order by attempt",

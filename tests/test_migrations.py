@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from jobkit.migrations import Applied, plan
-from jobkit.render import Migration
+from jobkit.schema.migrations import Applied, plan
+from jobkit.schema.render import Migration
 
 
 def _m(version: str, body: str = "select 1;") -> Migration:

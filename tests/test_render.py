@@ -8,7 +8,7 @@ import pytest
 from jobkit.config import Settings
 from jobkit.connector import Database
 from jobkit.exceptions import ResourceError
-from jobkit.render import ident, literal, migration_files, render_migrations, render_script
+from jobkit.schema.render import ident, literal, migration_files, render_migrations, render_script
 from versions import HEAD
 
 

@@ -6,14 +6,15 @@ from datetime import timedelta
 
 from jobkit.config import load_settings
 from jobkit.connector import Database, Session
-from jobkit.deploy import deploy
-from jobkit.manager import Failure, JobManager, NewJob
+from jobkit.jobs import Failure, NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.schema.deploy import deploy
 
 MIN = timedelta(minutes=1)
 
 
 def test_failing_job_follows_the_configured_curve_then_dies(
-    db: Database, db_url: str, session: Session, manager: JobManager, tmp_path
+    db: Database, db_url: str, session: Session, manager: Lifecycle, tmp_path
 ) -> None:
     config = tmp_path / "jobkit.toml"
     config.write_text(
@@ -23,20 +24,20 @@ def test_failing_job_follows_the_configured_curve_then_dies(
     deploy(db, load_settings(config, db_url=db_url), echo=lambda _m: None)
     job_id = manager.enqueue(NewJob("email", {"to": "x"}))
     for attempt, expected in ((1, 10), (2, 30), (3, 60)):  # 10 s, 30 s, 90 s capped at 60 s
-        [job] = manager.pick("email", 1, "w", MIN)
+        [job] = manager.claim("email", 1, "w", MIN)
         assert job.attempts == attempt
         assert manager.fail([Failure(job_id, attempt, f"smtp down #{attempt}")]) == {job_id: "pending"}
         delay = session.scalar(
             "select extract(epoch from scheduled_for - now()) from jobkit.jobs where id = %s", (job_id,))
         assert expected * 0.8 - 0.5 <= float(delay) <= expected * 1.2, (attempt, delay)
-        assert manager.pick("email", 1, "w", MIN) == []
+        assert manager.claim("email", 1, "w", MIN) == []
         session.execute("update jobkit.jobs set scheduled_for = now() where id = %s", (job_id,))
-    [job] = manager.pick("email", 1, "w", MIN)
+    [job] = manager.claim("email", 1, "w", MIN)
     assert manager.fail([Failure(job_id, 4, "smtp down #4")]) == {job_id: "failed"}
     assert manager.sweep_dead() == 1
     dead = manager.get(job_id)
     assert dead is not None and dead.status == "dead" and dead.last_error == "smtp down #4"
-    history = [(h["attempt"], h["outcome"], h["error"]) for h in manager.attempts(job_id)]
+    history = [(h.attempt, h.outcome, h.error) for h in manager.history(job_id)]
     assert history == [
         (1, "retry", "smtp down #1"), (2, "retry", "smtp down #2"),
         (3, "retry", "smtp down #3"), (4, "failed", "smtp down #4"),

@@ -8,13 +8,14 @@ from datetime import timedelta
 
 import pytest
 from click.testing import CliRunner
-from jobkit import scheduling
 from jobkit.cli import cli
 from jobkit.config import ScheduleConfig, Settings
 from jobkit.connector import Database, Session
-from jobkit.deploy import DeployOptions, deploy
+from jobkit.cron import schedules as scheduling
 from jobkit.exceptions import ConfigError, DriftError
-from jobkit.manager import JobManager, NewJob
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.schema.deploy import DeployOptions, deploy
 
 BUILT_INS = ["prune", "prune-cron-history", "sweep-dead", "sweep-stuck", "wake"]
 
@@ -143,13 +144,13 @@ def test_cli_round_trip(db_url: str) -> None:
 def test_built_in_commands_do_their_work(db_url: str, admin: Session, session: Session) -> None:
     _deploy(db_url)
     jobs = _cron(admin, _name(db_url))
-    manager = JobManager(session, "jobkit")
+    manager = Lifecycle(session, "jobkit")
     stuck = manager.enqueue(NewJob("t", {}, max_attempts=1))
-    manager.pick("t", 1, "w", _minute())
+    manager.claim("t", 1, "w", _minute())
     session.execute("update jobkit.jobs set lease_expires_at = now() - interval '1 s' where id = %s",
                     (stuck,))
     old = manager.enqueue(NewJob("old", {}))
-    [job] = manager.pick("old", 1, "w", _minute())
+    [job] = manager.claim("old", 1, "w", _minute())
     manager.complete([(old, job.attempts, None)])
     session.execute("update jobkit.jobs set completed_at = now() - interval '30 days' where id = %s",
                     (old,))

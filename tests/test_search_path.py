@@ -28,21 +28,23 @@ import jobkit
 import psycopg
 import pytest
 from click.testing import CliRunner, Result
-from jobkit import doctor, scheduling
-from jobkit.backends.postgres import PostgresBackend
 from jobkit.cli import cli
 from jobkit.config import load_settings
 from jobkit.connector import Database, Session
-from jobkit.deploy import DeployOptions, deploy
-from jobkit.drain import Drainer
-from jobkit.endpoint import EndpointOptions, WorkerEndpoint
+from jobkit.cron import schedules as scheduling
+from jobkit.cron.pg_cron import CronJobs, CronSite
 from jobkit.handlers import RateLimited, Registry
-from jobkit.localdb import LocalCluster
-from jobkit.manager import Failure, JobManager, NewJob
+from jobkit.jobs import Failure, NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.ops import doctor
+from jobkit.ops.localdb import LocalCluster
 from jobkit.queries import queries
-from jobkit.render import environment, ident
-from jobkit.schedules import CronJobs, CronSite
-from jobkit.signing import signed_headers
+from jobkit.schema.deploy import DeployOptions, deploy
+from jobkit.schema.render import environment, ident
+from jobkit.worker.backends.postgres import PostgresBackend
+from jobkit.worker.drain import Drainer
+from jobkit.worker.endpoint import EndpointOptions, WorkerEndpoint
+from jobkit.worker.signing import signed_headers
 from starlette.testclient import TestClient
 
 T = TypeVar("T")
@@ -384,11 +386,11 @@ def _drain(db_url: str) -> None:
 
 
 def _manager(session: Session) -> None:
-    manager = JobManager(session, SCHEMA)
+    manager = Lifecycle(session, SCHEMA)
     ids = manager.enqueue_many([NewJob("manual", {"i": i}, max_attempts=1) for i in range(5)])
-    jobs = manager.pick("manual", 5, "w", timedelta(minutes=1))
-    assert manager.extend_lease(jobs[0].id, jobs[0].attempts, timedelta(minutes=2))
-    manager.complete([(jobs[0].id, jobs[0].attempts, {"r": 1})])
+    jobs = manager.claim("manual", 5, "w", timedelta(minutes=1))
+    assert manager.extend([(jobs[0].id, jobs[0].attempts)], timedelta(minutes=2))
+    manager.complete([(jobs[0].id, jobs[0].attempts, '{"r": 1}')])
     manager.fail([Failure(jobs[1].id, jobs[1].attempts, "x", permanent=True)])
     manager.snooze(jobs[2].id, jobs[2].attempts, timedelta(minutes=1))
     manager.cancel(jobs[3].id)
@@ -396,7 +398,7 @@ def _manager(session: Session) -> None:
     manager.sweep_stuck()
     manager.sweep_dead()
     manager.prune(timedelta(days=7))
-    assert manager.get(ids[0]) and manager.attempts(ids[1]) is not None and manager.counts()
+    assert manager.get(ids[0]) and manager.history(ids[1]) is not None
 
 
 def _endpoint(db_url: str, listen: str | None, pinned: Session) -> None:

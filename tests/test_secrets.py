@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from jobkit.cli import cli
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
+from jobkit.cron.secrets import fingerprint, set_secrets, show
 from jobkit.exceptions import ConfigError, PrerequisiteError
-from jobkit.secrets import fingerprint, set_secrets, show
 
 OWN = "operator-chosen-secret-0123456789abcdef"
 
@@ -51,7 +51,7 @@ def test_generated_once_rotated_on_request_with_a_grace_period(db_url: str, sess
 def test_generation_sends_no_secret_as_a_parameter(db_url: str, tmp_path: Path, cluster: object) -> None:
     """With every statement logged (parameters included), generating and rotating the secret leaves
     no trace of it in the server log: it is made inside the database."""
-    from jobkit.localdb import LocalCluster
+    from jobkit.ops.localdb import LocalCluster
 
     assert isinstance(cluster, LocalCluster)
     log_file = cluster.status().data_dir.parent / "postgres.log"

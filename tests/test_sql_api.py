@@ -6,107 +6,114 @@ from datetime import timedelta
 from uuid import UUID
 
 from jobkit.connector import Session
-from jobkit.manager import Failure, JobManager, NewJob
+from jobkit.jobs import Failure, NewJob
+from jobkit.lifecycle import Lifecycle
 
 MIN = timedelta(minutes=1)
 
 
-def test_enqueue_defaults_match_the_seed(manager: JobManager) -> None:
+def test_enqueue_defaults_match_the_seed(manager: Lifecycle) -> None:
     job = manager.get(manager.enqueue(NewJob("t", {"a": 1})))
     assert job is not None
     assert (job.status, job.priority, job.attempts, job.max_attempts) == ("pending", 0, 0, None)
     assert job.payload == {"a": 1} and job.result is None and job.started_at is None
 
 
-def test_pick_orders_by_priority_then_due_time(manager: JobManager) -> None:
+def test_pick_orders_by_priority_then_due_time(manager: Lifecycle) -> None:
     ids = [manager.enqueue(NewJob("t", {"i": i}, priority=p)) for i, p in enumerate([0, 2, 1, 2, 0])]
-    order = [manager.pick("t", 1, "w", MIN)[0].id for _ in ids]
+    order = [manager.claim("t", 1, "w", MIN)[0].id for _ in ids]
     assert order == [ids[1], ids[3], ids[2], ids[0], ids[4]]
-    assert manager.pick("t", 1, "w", MIN) == []
+    assert manager.claim("t", 1, "w", MIN) == []
 
 
-def test_pick_skips_future_jobs_and_other_types(session: Session, manager: JobManager) -> None:
+def test_pick_skips_future_jobs_and_other_types(session: Session, manager: Lifecycle) -> None:
     later = session.scalar("select now() + interval '1 hour'")
     manager.enqueue(NewJob("t", {}, priority=9, run_at=later))
     manager.enqueue(NewJob("other", {}))
     now_id = manager.enqueue(NewJob("t", {}))
-    picked = manager.pick("t", 10, "w1", MIN)
+    picked = manager.claim("t", 10, "w1", MIN)
     assert [j.id for j in picked] == [now_id]
-    job = picked[0]
-    assert (job.status, job.attempts, job.worker_id) == ("processing", 1, "w1")
+    job = manager.get(now_id)
+    assert job is not None and (job.status, job.attempts, job.worker_id) == ("processing", 1, "w1")
     assert job.lease_expires_at is not None and job.started_at is not None
     assert timedelta(seconds=59) < job.lease_expires_at - job.started_at <= MIN
 
 
-def test_pick_job_keeps_the_seed_signature(session: Session, manager: JobManager) -> None:
+def test_pick_job_keeps_the_seed_signature(session: Session, manager: Lifecycle) -> None:
     job_id = manager.enqueue(NewJob("t", {}))
     row = session.one("select id, status, attempts from jobkit.pick_job('t')")
     assert row == {"id": job_id, "status": "processing", "attempts": 1}
 
 
-def test_complete_is_fenced_on_the_attempt(manager: JobManager) -> None:
+def test_complete_is_fenced_on_the_attempt(manager: Lifecycle) -> None:
     job_id = manager.enqueue(NewJob("t", {}))
-    [job] = manager.pick("t", 1, "w", MIN)
-    assert manager.complete([(job.id, job.attempts + 1, {"x": 1})]) == set()
-    assert manager.complete([(job.id, job.attempts, {"x": 2})]) == {job_id}
-    assert manager.complete([(job.id, job.attempts, {"x": 3})]) == set()
+    [job] = manager.claim("t", 1, "w", MIN)
+    assert manager.complete([(job.id, job.attempts + 1, '{"x": 1}')]) == set()
+    assert manager.complete([(job.id, job.attempts, '{"x": 2}')]) == {job_id}
+    assert manager.complete([(job.id, job.attempts, '{"x": 3}')]) == set()
     done = manager.get(job_id)
     assert done is not None and done.status == "completed" and done.result == {"x": 2}
     assert done.completed_at is not None and done.lease_expires_at is None
-    assert [a["outcome"] for a in manager.attempts(job_id)] == ["completed"]
+    assert [a.outcome for a in manager.history(job_id)] == ["completed"]
 
 
-def test_fencing_after_lease_expiry_and_reclaim(session: Session, manager: JobManager) -> None:
+def test_fencing_after_lease_expiry_and_reclaim(session: Session, manager: Lifecycle) -> None:
     """A claims, its lease expires, the sweep runs, B claims; A's late calls change nothing."""
     job_id = manager.enqueue(NewJob("t", {}))
-    [a] = manager.pick("t", 1, "A", MIN)
+    [a] = manager.claim("t", 1, "A", MIN)
     _expire(session, job_id)
     assert manager.sweep_stuck() == {job_id: "pending"}
     _make_due(session, job_id)
-    [b] = manager.pick("t", 1, "B", MIN)
-    assert (b.id, b.attempts, b.worker_id) == (job_id, 2, "B")
-    assert manager.complete([(job_id, a.attempts, {"by": "A"})]) == set()
+    [b] = manager.claim("t", 1, "B", MIN)
+    held = manager.get(job_id)
+    assert (b.id, b.attempts) == (job_id, 2) and held is not None and held.worker_id == "B"
+    assert manager.complete([(job_id, a.attempts, '{"by": "A"}')]) == set()
     assert manager.fail([Failure(job_id, a.attempts, "late A")]) == {}
     assert not manager.snooze(job_id, a.attempts, MIN)
-    assert manager.extend_lease(job_id, a.attempts, MIN) is None
-    assert manager.complete([(job_id, b.attempts, {"by": "B"})]) == {job_id}
+    assert manager.extend([(job_id, a.attempts)], MIN) == set()
+    assert manager.complete([(job_id, b.attempts, '{"by": "B"}')]) == {job_id}
     final = manager.get(job_id)
     assert final is not None and final.result == {"by": "B"} and final.last_error is not None
-    outcomes = [(h["attempt"], h["worker_id"], h["outcome"]) for h in manager.attempts(job_id)]
+    outcomes = [(h.attempt, h.worker_id, h.outcome) for h in manager.history(job_id)]
     assert outcomes == [(1, "A", "lease_expired"), (2, "B", "completed")]
 
 
-def test_fail_job_sql_returns_null_when_fenced(session: Session, manager: JobManager) -> None:
+def test_fail_job_sql_returns_null_when_fenced(session: Session, manager: Lifecycle) -> None:
     job_id = manager.enqueue(NewJob("t", {}))
-    manager.pick("t", 1, "w", MIN)
+    manager.claim("t", 1, "w", MIN)
     assert session.scalar("select jobkit.fail_job(%s, 7, 'x')", (job_id,)) is None
     assert session.scalar("select jobkit.complete_job(%s, 7, '{}')", (job_id,)) is False
     assert session.scalar("select jobkit.fail_job(%s, 1, 'boom')", (job_id,)) == "pending"
 
 
-def test_snooze_does_not_consume_the_attempt(manager: JobManager) -> None:
+def test_snooze_does_not_consume_the_attempt(manager: Lifecycle) -> None:
     job_id = manager.enqueue(NewJob("t", {}))
-    [job] = manager.pick("t", 1, "w", MIN)
+    [job] = manager.claim("t", 1, "w", MIN)
+    claimed = manager.get(job_id)
     assert manager.snooze(job_id, job.attempts, timedelta(seconds=30))
     after = manager.get(job_id)
+    assert claimed is not None and claimed.started_at is not None
     assert after is not None and (after.status, after.attempts) == ("pending", 0)
-    assert timedelta(seconds=29) < after.scheduled_for - job.started_at < timedelta(seconds=32)  # type: ignore[operator]
-    assert manager.pick("t", 1, "w", MIN) == []
-    assert [a["outcome"] for a in manager.attempts(job_id)] == ["snoozed"]
+    assert timedelta(seconds=29) < after.scheduled_for - claimed.started_at < timedelta(seconds=32)
+    assert manager.claim("t", 1, "w", MIN) == []
+    assert [a.outcome for a in manager.history(job_id)] == ["snoozed"]
 
 
-def test_extend_lease_pushes_the_deadline(manager: JobManager) -> None:
+def test_extend_lease_pushes_the_deadline(manager: Lifecycle) -> None:
     job_id = manager.enqueue(NewJob("t", {}))
-    [job] = manager.pick("t", 1, "w", timedelta(seconds=10))
-    new_deadline = manager.extend_lease(job_id, job.attempts, timedelta(minutes=10))
-    assert new_deadline is not None and job.lease_expires_at is not None
-    assert new_deadline - job.lease_expires_at > timedelta(minutes=9)
+    [job] = manager.claim("t", 1, "w", timedelta(seconds=10))
+    before = manager.get(job_id)
+    assert manager.extend([(job_id, job.attempts)], timedelta(minutes=10)) == {job_id}
+    after = manager.get(job_id)
+    assert before is not None and before.lease_expires_at is not None
+    assert after is not None and after.lease_expires_at is not None
+    assert after.lease_expires_at - before.lease_expires_at > timedelta(minutes=9)
 
 
-def test_sweep_stuck_fails_exhausted_jobs(session: Session, manager: JobManager) -> None:
+def test_sweep_stuck_fails_exhausted_jobs(session: Session, manager: Lifecycle) -> None:
     """The seed's sweep skipped jobs with no attempts left: they stayed processing forever."""
     job_id = manager.enqueue(NewJob("t", {}, max_attempts=1))
-    manager.pick("t", 1, "w", MIN)
+    manager.claim("t", 1, "w", MIN)
     _expire(session, job_id)
     assert manager.sweep_stuck() == {job_id: "failed"}
     job = manager.get(job_id)
@@ -117,62 +124,62 @@ def test_sweep_stuck_fails_exhausted_jobs(session: Session, manager: JobManager)
     assert manager.sweep_stuck() == {} and manager.sweep_dead() == 0
 
 
-def test_sweep_stuck_leaves_live_leases_alone(manager: JobManager) -> None:
+def test_sweep_stuck_leaves_live_leases_alone(manager: Lifecycle) -> None:
     manager.enqueue(NewJob("t", {}))
-    manager.pick("t", 1, "w", MIN)
+    manager.claim("t", 1, "w", MIN)
     assert manager.sweep_stuck() == {}
 
 
-def test_sweep_stuck_retries_with_backoff(session: Session, manager: JobManager) -> None:
+def test_sweep_stuck_retries_with_backoff(session: Session, manager: Lifecycle) -> None:
     job_id = manager.enqueue(NewJob("t", {}))
-    manager.pick("t", 1, "w", MIN)
+    manager.claim("t", 1, "w", MIN)
     _expire(session, job_id)
     manager.sweep_stuck()
     delay = session.scalar("select scheduled_for - now() from jobkit.jobs where id = %s", (job_id,))
     assert timedelta(seconds=26) < delay < timedelta(seconds=34)
 
 
-def test_cancel_refuses_a_running_attempts_result(manager: JobManager) -> None:
+def test_cancel_refuses_a_running_attempts_result(manager: Lifecycle) -> None:
     job_id = manager.enqueue(NewJob("t", {}))
-    [job] = manager.pick("t", 1, "w", MIN)
+    [job] = manager.claim("t", 1, "w", MIN)
     assert manager.cancel(job_id)
-    assert manager.complete([(job_id, job.attempts, {})]) == set()
+    assert manager.complete([(job_id, job.attempts, '{}')]) == set()
     cancelled = manager.get(job_id)
     assert cancelled is not None and cancelled.status == "cancelled"
     assert not manager.cancel(job_id)
 
 
-def test_retry_job_revives_dead_jobs_with_fresh_attempts(session: Session, manager: JobManager) -> None:
+def test_retry_job_revives_dead_jobs_with_fresh_attempts(session: Session, manager: Lifecycle) -> None:
     job_id = manager.enqueue(NewJob("t", {}, max_attempts=1))
-    [job] = manager.pick("t", 1, "w", MIN)
+    [job] = manager.claim("t", 1, "w", MIN)
     assert manager.fail([Failure(job_id, job.attempts, "boom")]) == {job_id: "failed"}
     manager.sweep_dead()
     assert manager.retry(job_id)
     revived = manager.get(job_id)
     assert revived is not None and (revived.status, revived.attempts, revived.round_start) == ("pending", 1, 1)
-    [again] = manager.pick("t", 1, "w", MIN)
+    [again] = manager.claim("t", 1, "w", MIN)
     assert (again.id, again.attempts) == (job_id, 2)  # a fresh round of the job's own max_attempts (1)
     assert manager.fail([Failure(job_id, 2, "boom again")]) == {job_id: "failed"}
     assert manager.retry(job_id) and not manager.retry(job_id)  # a pending job has nothing to retry
     assert manager.get(job_id).round_start == 2  # type: ignore[union-attr]
 
 
-def test_permanent_failure_never_retries(manager: JobManager) -> None:
+def test_permanent_failure_never_retries(manager: Lifecycle) -> None:
     job_id = manager.enqueue(NewJob("t", {}, max_attempts=5))
-    [job] = manager.pick("t", 1, "w", MIN)
+    [job] = manager.claim("t", 1, "w", MIN)
     assert manager.fail([Failure(job_id, job.attempts, "bad input", permanent=True)]) == {job_id: "failed"}
 
 
-def test_explicit_retry_in_is_never_immediate(session: Session, manager: JobManager) -> None:
+def test_explicit_retry_in_is_never_immediate(session: Session, manager: Lifecycle) -> None:
     job_id = manager.enqueue(NewJob("t", {}))
-    [job] = manager.pick("t", 1, "w", MIN)
+    [job] = manager.claim("t", 1, "w", MIN)
     manager.fail([Failure(job_id, job.attempts, "x", retry_in=timedelta(0))])
     delay = session.scalar("select scheduled_for - now() from jobkit.jobs where id = %s", (job_id,))
     assert delay > timedelta(milliseconds=900)
-    assert manager.pick("t", 1, "w", MIN) == []
+    assert manager.claim("t", 1, "w", MIN) == []
 
 
-def test_enqueue_many_keeps_order_and_keys(manager: JobManager) -> None:
+def test_enqueue_many_keeps_order_and_keys(manager: Lifecycle) -> None:
     existing = manager.enqueue(NewJob("t", {}, idempotency_key="k0"))
     ids = manager.enqueue_many([
         NewJob("t", {"i": 0}), NewJob("t", {"i": 1}, idempotency_key="k0"),
@@ -186,7 +193,7 @@ def test_enqueue_many_keeps_order_and_keys(manager: JobManager) -> None:
 
 
 def test_enqueue_many_without_keys_keeps_order_types_and_defaults(
-    session: Session, manager: JobManager
+    session: Session, manager: Lifecycle
 ) -> None:
     """The key-less path inserts straight from the JSON documents: every column lands on its job."""
     session.execute("insert into jobkit.job_types select 'five', 5, lease, backoff_base, backoff_factor, "
@@ -216,21 +223,21 @@ def test_enqueue_json_rejects_malformed_documents(session: Session) -> None:
     assert session.scalar("select count(*) from jobkit.jobs") == 0
 
 
-def test_idempotency_key_frees_up_once_the_job_finished(manager: JobManager) -> None:
+def test_idempotency_key_frees_up_once_the_job_finished(manager: Lifecycle) -> None:
     first = manager.enqueue(NewJob("t", {}, idempotency_key="k"))
-    [job] = manager.pick("t", 1, "w", MIN)
+    [job] = manager.claim("t", 1, "w", MIN)
     manager.complete([(first, job.attempts, None)])
     assert manager.enqueue(NewJob("t", {}, idempotency_key="k")) != first
 
 
-def test_prune_deletes_old_finished_jobs_and_their_history(session: Session, manager: JobManager) -> None:
+def test_prune_deletes_old_finished_jobs_and_their_history(session: Session, manager: Lifecycle) -> None:
     keep_pending = manager.enqueue(NewJob("p", {}))
     ids = manager.enqueue_many([NewJob("t", {"i": i}) for i in range(25)])
-    done = manager.pick("t", 25, "w", MIN)
+    done = manager.claim("t", 25, "w", MIN)
     manager.complete([(j.id, j.attempts, None) for j in done])
     session.execute("update jobkit.jobs set completed_at = now() - interval '8 days' where type = 't'")
     recent = manager.enqueue(NewJob("t", {}))
-    [r] = manager.pick("t", 1, "w", MIN)
+    [r] = manager.claim("t", 1, "w", MIN)
     manager.complete([(recent, r.attempts, None)])
     assert manager.prune(timedelta(days=7), batch_size=10) == 25
     assert all(manager.get(i) is None for i in ids)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from collections import Counter
 from datetime import timedelta
 from uuid import UUID
 
 from jobkit.connector import Database
-from jobkit.manager import JobManager, NewJob
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
 
 TYPES = ("alpha", "beta", "gamma")
 PRIORITIES = (0, 1, 2)
@@ -19,7 +21,7 @@ TOTAL = 20_000
 
 def test_eight_workers_process_twenty_thousand_jobs_exactly_once(db: Database) -> None:
     with db.session() as s:
-        manager = JobManager(s, "jobkit")
+        manager = Lifecycle(s, "jobkit")
         jobs = [NewJob(TYPES[i % 3], {"i": i}, priority=PRIORITIES[(i // 3) % 3]) for i in range(TOTAL)]
         for start in range(0, TOTAL, 5000):
             manager.enqueue_many(jobs[start:start + 5000])
@@ -32,21 +34,21 @@ def test_eight_workers_process_twenty_thousand_jobs_exactly_once(db: Database) -
     def work(name: str) -> None:
         try:
             with db.session() as s:
-                m = JobManager(s, "jobkit")
+                m = Lifecycle(s, "jobkit")
                 idle = 0
                 while idle < len(TYPES):
                     idle = 0
                     for job_type in TYPES:
                         with lock:
                             sent = next(sequence)
-                        batch = m.pick(job_type, 50, name, timedelta(minutes=5))
+                        batch = m.claim(job_type, 50, name, timedelta(minutes=5))
                         with lock:
                             returned = next(sequence)
                             claims.extend((sent, returned, job_type, j.id, j.priority) for j in batch)
                         if not batch:
                             idle += 1
                             continue
-                        accepted = m.complete([(j.id, j.attempts, {"by": name}) for j in batch])
+                        accepted = m.complete([(j.id, j.attempts, json.dumps({"by": name})) for j in batch])
                         assert accepted == {j.id for j in batch}
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
@@ -92,7 +94,7 @@ def test_concurrent_enqueues_with_one_key_create_one_job(db: Database) -> None:
 
     def enqueue(n: int) -> None:
         with db.session() as s:
-            manager = JobManager(s, "jobkit")
+            manager = Lifecycle(s, "jobkit")
             barrier.wait()
             job_id = manager.enqueue(NewJob("charge", {"n": n}, idempotency_key="order-42"))
             with lock:
@@ -115,7 +117,7 @@ def test_concurrent_bulk_enqueues_with_shared_keys(db: Database) -> None:
 
     def enqueue() -> None:
         with db.session() as s:
-            manager = JobManager(s, "jobkit")
+            manager = Lifecycle(s, "jobkit")
             barrier.wait()
             got = manager.enqueue_many([NewJob("t", {}, idempotency_key=f"k{i}") for i in range(200)])
             with lock:

@@ -7,24 +7,25 @@ from datetime import timedelta
 from uuid import UUID
 
 from click.testing import CliRunner
-from jobkit import status as status_api
 from jobkit.cli import cli
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
-from jobkit.manager import Failure, JobManager, NewJob
+from jobkit.jobs import Failure, NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.ops import status as status_api
 
 
-def _fill(manager: JobManager, session: Session) -> None:
+def _fill(manager: Lifecycle, session: Session) -> None:
     manager.enqueue_many([NewJob("mail", {"i": i}) for i in range(5)])
     manager.enqueue(NewJob("mail", {}, delay=timedelta(hours=1)))
-    done = manager.pick("mail", 2, "w", timedelta(minutes=5))
-    manager.complete([(done[0].id, 1, {"ok": True})])
+    done = manager.claim("mail", 2, "w", timedelta(minutes=5))
+    manager.complete([(done[0].id, 1, '{"ok": true}')])
     manager.fail([Failure(done[1].id, 1, "boom", permanent=True)])
     manager.sweep_dead()
-    manager.pick("mail", 1, "w", timedelta(minutes=5))
+    manager.claim("mail", 1, "w", timedelta(minutes=5))
 
 
-def test_status_counts(db_url: str, manager: JobManager, session: Session) -> None:
+def test_status_counts(db_url: str, manager: Lifecycle, session: Session) -> None:
     _fill(manager, session)
     st = status_api.collect(Database(db_url), Settings(db_url=db_url))
     [mail] = st.types
@@ -38,7 +39,7 @@ def test_status_counts(db_url: str, manager: JobManager, session: Session) -> No
     assert table.exit_code == 0 and "mail" in table.output and "\x1b[" not in table.output
 
 
-def test_jobs_list_show_cancel_retry_purge(db_url: str, manager: JobManager, session: Session) -> None:
+def test_jobs_list_show_cancel_retry_purge(db_url: str, manager: Lifecycle, session: Session) -> None:
     _fill(manager, session)
     runner = CliRunner()
     base = ["--db-url", db_url]

@@ -11,16 +11,16 @@ from typing import Any, TypeVar
 
 import psycopg
 import pytest
-from jobkit.backends.supabase import SupabaseBackend
 from jobkit.config import Settings
 from jobkit.connector import Database
-from jobkit.deploy import DeployOptions, deploy
-from jobkit.drain import Drainer
+from jobkit.cron.secrets import set_secrets
 from jobkit.enqueue import enqueue, enqueue_many
 from jobkit.exceptions import ConnectionFailed, DatabaseError
 from jobkit.handlers import Permanent, RateLimited, Registry
-from jobkit.manager import NewJob
-from jobkit.secrets import set_secrets
+from jobkit.jobs import NewJob
+from jobkit.schema.deploy import DeployOptions, deploy
+from jobkit.worker.backends.supabase import SupabaseBackend
+from jobkit.worker.drain import Drainer
 from standins.postgrest import create_app, serve
 
 from supabase import Client, ClientOptions, create_client
@@ -252,7 +252,7 @@ def test_api_functions_are_for_service_role_only(base_url: str, db_url: str) -> 
     assert names == {f"{API}.{fn}" for fn in (
         "claim_jobs", "complete_jobs", "fail_jobs", "snooze_job", "extend_leases", "release_jobs",
         "take_tokens", "token_wait_seconds", "due_count", "due_types", "next_due_in", "worker_keys", "ping",
-        "enqueue", "enqueue_many")}
+        "enqueue", "enqueue_many", "get_job")}
     assert len(rows) == len(names)  # no stale overloads
     assert all(r[1:] == (False, False, True) for r in rows), rows
     assert sql(db_url, "select has_schema_privilege('anon', %s, 'usage'),"

@@ -9,7 +9,7 @@ import pytest
 from jobkit.config import Settings
 from jobkit.connector import Database
 from jobkit.exceptions import ConfigError
-from jobkit.supabase_project import existing_migrations, write_migration
+from jobkit.schema.supabase_cli import existing_migrations, write_migration
 from versions import HEAD, MIGRATIONS
 
 WHEN = datetime(2026, 12, 1, 10, 30, 0, tzinfo=UTC)
@@ -37,7 +37,7 @@ def test_file_applies_like_the_supabase_cli_does(tmp_path: Path, fresh_db: str) 
         with s.transaction():
             s.script(path.read_text())
             assert s.scalar("select count(*) from jobkit.schema_migrations") == len(MIGRATIONS)
-        from jobkit.deploy import DeployOptions, deploy
+        from jobkit.schema.deploy import DeployOptions, deploy
 
         # Schedules are not part of the migration file: `jobkit deploy` after `supabase db push` adds them.
         options = DeployOptions(check=True, schedules=False)

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from jobkit.backends.postgres import PostgresBackend
 from jobkit.connector import Session
-from jobkit.manager import JobManager, NewJob
-from jobkit.tending import Tending
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.worker.backends.postgres import PostgresBackend
+from jobkit.worker.tending import Tending
 
 
 @dataclass(eq=False)
@@ -44,10 +45,10 @@ def test_only_running_jobs_past_their_deadline_are_abandoned() -> None:
 
 
 def test_leases_with_a_third_or_less_left_are_extended(
-    db_url: str, manager: JobManager, session: Session
+    db_url: str, manager: Lifecycle, session: Session
 ) -> None:
     manager.enqueue_many([NewJob("t", {"i": i}) for i in range(2)])
-    stale, fresh = manager.pick("t", 2, "w", timedelta(seconds=30))
+    stale, fresh = manager.claim("t", 2, "w", timedelta(seconds=30))
 
     async def main() -> None:
         backend = PostgresBackend(db_url)

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 from jobkit.config import Settings, TypeConfig, WakeConfig
 from jobkit.connector import Database, Session
-from jobkit.deploy import DeployOptions, deploy
+from jobkit.cron.secrets import set_secrets
 from jobkit.exceptions import DatabaseError
-from jobkit.manager import Failure, JobManager, NewJob
-from jobkit.secrets import set_secrets
-from jobkit.signing import HEADER, Verifier
+from jobkit.jobs import Failure, NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.schema.deploy import DeployOptions, deploy
+from jobkit.worker.signing import HEADER, Verifier
 from standins import PgNetStandIn, install_vault
 from standins.http_server import Seen, Server
 
@@ -65,7 +66,7 @@ def test_deploy_resolves_the_transport(db_url: str, session: Session) -> None:
 
 
 def test_a_committed_enqueue_sends_a_signed_wake_up(wired: Settings, session: Session, server: Server) -> None:
-    JobManager(session, "jobkit").enqueue(NewJob("email", {"to": "a"}))
+    Lifecycle(session, "jobkit").enqueue(NewJob("email", {"to": "a"}))
     [seen] = server.wait_for(1)
     assert (seen.method, seen.path) == ("POST", "/ok")
     body = _body(seen)
@@ -83,7 +84,7 @@ def test_the_queued_request_is_useless_after_the_window(wired: Settings, net: Pg
     """Every role can read net.http_request_queue: what it holds must not let anyone call the worker
     later. It holds no secret, and its signature expires."""
     net.stop()
-    JobManager(session, "jobkit").enqueue(NewJob("email", {}))
+    Lifecycle(session, "jobkit").enqueue(NewJob("email", {}))
     row = session.one("select headers, convert_from(body, 'UTF8') as body from net.http_request_queue")
     assert row is not None
     secret = _secret(session)
@@ -97,7 +98,7 @@ def test_the_queued_request_is_useless_after_the_window(wired: Settings, net: Pg
 
 def test_a_rolled_back_enqueue_wakes_nothing(wired: Settings, session: Session, net: PgNetStandIn) -> None:
     with pytest.raises(DatabaseError), session.transaction():
-        JobManager(session, "jobkit").enqueue(NewJob("email", {}))
+        Lifecycle(session, "jobkit").enqueue(NewJob("email", {}))
         session.execute("select 1 / 0")
     assert _requests(session) == 0
     assert session.scalar("select count(*) from net.http_request_queue") == 0
@@ -119,7 +120,7 @@ def test_many_enqueue_calls_in_one_transaction_wake_once_per_type_plus_fan_out(
 
 
 def test_ten_thousand_rows_in_one_statement(wired: Settings, session: Session, server: Server) -> None:
-    manager = JobManager(session, "jobkit")
+    manager = Lifecycle(session, "jobkit")
     manager.enqueue_many([NewJob(("a", "b")[i % 2], {"i": i}) for i in range(10_000)])
     counts = {r["type"]: r["n"] for r in session.all("select type, count(*) as n from jobkit.wakeups group by 1")}
     assert counts == {"a": 4, "b": 4}  # capped by max_fanout
@@ -127,7 +128,7 @@ def test_ten_thousand_rows_in_one_statement(wired: Settings, session: Session, s
 
 
 def test_delayed_jobs_send_their_due_time(wired: Settings, session: Session, server: Server) -> None:
-    manager = JobManager(session, "jobkit")
+    manager = Lifecycle(session, "jobkit")
     with session.transaction():
         later = manager.enqueue(NewJob("email", {}, delay=_s(30)))
         sooner = manager.enqueue(NewJob("email", {}, delay=_s(5)))
@@ -142,18 +143,18 @@ def test_delayed_jobs_send_their_due_time(wired: Settings, session: Session, ser
 
 
 def test_future_jobs_far_ahead_and_switched_off_types(wired: Settings, session: Session) -> None:
-    manager = JobManager(session, "jobkit")
+    manager = Lifecycle(session, "jobkit")
     manager.enqueue(NewJob("bulk", {}))
     manager.enqueue(NewJob("bulk", {}, delay=_s(10)))
     assert _requests(session) == 0
 
 
 def test_retry_job_wakes_the_worker(wired: Settings, session: Session, server: Server) -> None:
-    manager = JobManager(session, "jobkit")
+    manager = Lifecycle(session, "jobkit")
     session.execute("alter table jobkit.jobs disable trigger jobs_wake_on_insert")
     job_id = manager.enqueue(NewJob("email", {}, max_attempts=1))
     session.execute("alter table jobkit.jobs enable trigger jobs_wake_on_insert")
-    [job] = manager.pick("email", 1, "w", _s(60))
+    [job] = manager.claim("email", 1, "w", _s(60))
     assert manager.fail([Failure(job_id, job.attempts, "boom")]) == {job_id: "failed"}
     assert _requests(session) == 0
     assert manager.retry(job_id)
@@ -162,7 +163,7 @@ def test_retry_job_wakes_the_worker(wired: Settings, session: Session, server: S
 
 
 def test_wake_fans_out_with_the_backlog(wired: Settings, session: Session, server: Server) -> None:
-    manager = JobManager(session, "jobkit")
+    manager = Lifecycle(session, "jobkit")
     manager.enqueue_many([NewJob("bulk", {}) for _ in range(150)])
     assert session.scalar("select jobkit.wake('bulk')") == 2
     manager.enqueue_many([NewJob("bulk", {}) for _ in range(1000)])
@@ -174,7 +175,7 @@ def test_wake_fans_out_with_the_backlog(wired: Settings, session: Session, serve
 
 
 def test_wake_all_wakes_every_type_with_due_work(wired: Settings, session: Session, server: Server) -> None:
-    manager = JobManager(session, "jobkit")
+    manager = Lifecycle(session, "jobkit")
     manager.enqueue_many([NewJob("bulk", {}), NewJob("bulk", {})])
     session.execute("alter table jobkit.jobs disable trigger jobs_wake_on_insert")
     manager.enqueue(NewJob("report", {}))
@@ -190,7 +191,7 @@ def test_reconcile_tells_outcomes_apart(
     """A 500 is a cron 'success' but a failed wake-up; a timeout may still have been delivered."""
     settings = wired
     session.execute("update jobkit.settings set value = '300' where key = 'wake_timeout_ms'")
-    manager = JobManager(session, "jobkit")
+    manager = Lifecycle(session, "jobkit")
     outcomes = {}
     for path, job_type in (("/fail", "t500"), ("/slow", "tslow"), ("/ok", "tok")):
         set_secrets(Database(db_url), settings, url=server.base + path)
@@ -217,7 +218,7 @@ def test_reconcile_tells_outcomes_apart(
 
 def test_missing_secrets_never_break_an_enqueue(db_url: str, net: PgNetStandIn, session: Session) -> None:
     _redeploy(db_url)
-    job_id = JobManager(session, "jobkit").enqueue(NewJob("email", {}))
+    job_id = Lifecycle(session, "jobkit").enqueue(NewJob("email", {}))
     assert job_id is not None
     row = session.one("select outcome, error from jobkit.wakeups")
     assert row is not None and row["outcome"] == "failed" and "jobkit secrets set" in row["error"]
@@ -233,7 +234,7 @@ def test_vault_holds_the_secrets_when_installed(
     names = session.all("select name from vault.decrypted_secrets order by name")
     assert names == [{"name": "jobkit_worker_secret"}, {"name": "jobkit_worker_url"}]
     assert session.scalar("select count(*) from jobkit.secrets") == 0
-    JobManager(session, "jobkit").enqueue(NewJob("email", {}))
+    Lifecycle(session, "jobkit").enqueue(NewJob("email", {}))
     [seen] = server.wait_for(1)
     secret = session.scalar("select decrypted_secret from vault.decrypted_secrets "
                             "where name = 'jobkit_worker_secret'")
@@ -247,16 +248,16 @@ def test_notify_transport_with_a_real_listen(db: Database, session: Session) -> 
     with db.session() as listener:
         listener.listen("jobkit_wake")
         with session.transaction():
-            JobManager(session, "jobkit").enqueue(NewJob("email", {}))
-            JobManager(session, "jobkit").enqueue(NewJob("email", {}, delay=_s(30)))
+            Lifecycle(session, "jobkit").enqueue(NewJob("email", {}))
+            Lifecycle(session, "jobkit").enqueue(NewJob("email", {}, delay=_s(30)))
         [(channel, payload)] = listener.notifies(timeout=5)
         assert channel == "jobkit_wake"
         assert json.loads(payload) == {"type": "email", "calls": 1}
-        JobManager(session, "jobkit").enqueue(NewJob("sms", {}, delay=_s(30)))
+        Lifecycle(session, "jobkit").enqueue(NewJob("sms", {}, delay=_s(30)))
         [(_channel, delayed)] = listener.notifies(timeout=5)
         assert json.loads(delayed)["type"] == "sms" and json.loads(delayed)["at"] > time.time() + 20
         with pytest.raises(DatabaseError), session.transaction():
-            JobManager(session, "jobkit").enqueue(NewJob("email", {}))
+            Lifecycle(session, "jobkit").enqueue(NewJob("email", {}))
             session.execute("select 1 / 0")
         assert listener.notifies(timeout=0.2) == []
     assert session.scalar("select count(*) from jobkit.wakeups") == 0  # nothing to reconcile

@@ -12,10 +12,11 @@ import httpx
 import pytest
 from jobkit.config import RateLimitConfig, Settings, TypeConfig
 from jobkit.connector import Database, Session
-from jobkit.deploy import DeployOptions, deploy
-from jobkit.manager import JobManager, NewJob
-from jobkit.secrets import set_secrets
-from jobkit.signing import signed_headers
+from jobkit.cron.secrets import set_secrets
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.schema.deploy import DeployOptions, deploy
+from jobkit.worker.signing import signed_headers
 from standins import PgNetStandIn
 from workers import SECRET, Worker, wait_until
 
@@ -60,7 +61,7 @@ def test_the_database_wakes_a_real_worker_through_pg_net(
     with PgNetStandIn(db_url):
         deploy(Database(db_url), settings, DeployOptions(), echo=lambda _m: None)
         set_secrets(Database(db_url), settings, url=worker.url + "/run", secret=SECRET)
-        manager = JobManager(session, "jobkit")
+        manager = Lifecycle(session, "jobkit")
         ok = manager.enqueue_many([NewJob("e2e.ok", {"i": i}) for i in range(20)])
         failing = manager.enqueue(NewJob("e2e.fail", {}))
         unknown = manager.enqueue(NewJob("e2e.nobody", {}, max_attempts=1))
@@ -72,7 +73,7 @@ def test_the_database_wakes_a_real_worker_through_pg_net(
         dead = manager.get(failing)
         assert dead is not None and dead.status == "dead" and dead.attempts == 2
         assert "upstream refused (attempt 2)" in (dead.last_error or "")
-        assert [a["outcome"] for a in manager.attempts(failing)] == ["retry", "failed"]
+        assert [a.outcome for a in manager.history(failing)] == ["retry", "failed"]
         _wait(lambda: manager.get(unknown).status in ("failed", "dead"), 10, "unknown type")  # type: ignore[union-attr]
         assert "no handler for job type 'e2e.nobody'" in (manager.get(unknown).last_error or "")  # type: ignore[union-attr]
         session.scalar("select jobkit.reconcile_wakeups()")
@@ -85,7 +86,7 @@ def test_the_database_wakes_a_real_worker_through_pg_net(
 def test_the_notify_transport_with_a_listening_worker(
     db_url: str, session: Session, workers: Callable[..., Worker]
 ) -> None:
-    manager = JobManager(session, "jobkit")
+    manager = Lifecycle(session, "jobkit")
     early = manager.enqueue(NewJob("e2e.ok", {"early": True}))  # due before the worker starts
     worker = workers("--listen")
     later = manager.enqueue_many([NewJob("e2e.ok", {"i": i}) for i in range(5)])
@@ -99,7 +100,7 @@ def test_kill_9_mid_batch_loses_nothing_and_side_effects_happen_once(
     db_url: str, tables: Session, workers: Callable[..., Worker]
 ) -> None:
     session = tables
-    manager = JobManager(session, "jobkit")
+    manager = Lifecycle(session, "jobkit")
     deploy(Database(db_url), Settings(db_url=db_url, types={"e2e.slow": TypeConfig(
         backoff=Settings().defaults.backoff.__class__(base=_s(1), factor=1.0, cap=_s(1), jitter=0.0))}),
         DeployOptions(schedules=False), echo=lambda _m: None)
@@ -127,7 +128,7 @@ def test_sigterm_mid_drain_finishes_running_jobs_and_releases_the_rest(
     db_url: str, tables: Session, workers: Callable[..., Worker]
 ) -> None:
     session = tables
-    manager = JobManager(session, "jobkit")
+    manager = Lifecycle(session, "jobkit")
     manager.enqueue_many([NewJob("e2e.slow", {"seconds": 1.5}, idempotency_key=f"k{i}") for i in range(10)])
     worker = workers("--concurrency", "2", "--prefetch", "3", "--grace", "10s")
     assert worker.run({"type": "e2e.slow"}).status_code == 202
@@ -145,7 +146,7 @@ def test_two_processes_share_one_rate_limit(
     session = tables
     deploy(Database(db_url), Settings(db_url=db_url, ratelimits={"e2e-api": RateLimitConfig(rate=10, burst=2)}),
            DeployOptions(schedules=False), echo=lambda _m: None)
-    JobManager(session, "jobkit").enqueue_many([NewJob("e2e.limited", {"i": i}) for i in range(50)])
+    Lifecycle(session, "jobkit").enqueue_many([NewJob("e2e.limited", {"i": i}) for i in range(50)])
     first, second = workers(), workers()
     for w in (first, second):
         assert w.run({"type": "e2e.limited", "budget_ms": 20000}).status_code == 202
@@ -182,7 +183,7 @@ def test_doctor_ping_round_trip_through_a_listening_worker(
     assert result.exit_code == 0, result.output
     assert "ping: round trip through the database: answered by" in result.output
     worker.stop()
-    from jobkit.doctor import FAIL, run
+    from jobkit.ops.doctor import FAIL, run
 
     [ping] = [c for c in run(Database(db_url), Settings(db_url=db_url), ping=True, ping_timeout=2)
               if c.name == "ping"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from jobkit.signing import signed_headers
+from jobkit.worker.signing import signed_headers
 
 SECRET = "e2e-worker-secret-0a1b2c3d4e5f6a7b8c9d0e1f"
 TESTS = Path(__file__).parent

@@ -15,15 +15,14 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .backends.postgres import PostgresBackend
 from .config import Settings, load_settings
 from .context import JobContext
-from .endpoint import WorkerEndpoint, create_app
 from .enqueue import enqueue, enqueue_many
 from .exceptions import JobkitError
 from .handlers import Permanent, RateLimited, Registry, Retry
-from .jobs import Job, Status
-from .manager import NewJob
+from .jobs import Job, NewJob, Status
+from .worker.backends.postgres import PostgresBackend
+from .worker.endpoint import WorkerEndpoint, create_app
 
 try:
     __version__ = version("jobkit")

@@ -246,7 +246,7 @@ def _wake(body: Any) -> WakeConfig:
 
 
 def _maintenance(body: Any) -> dict[str, str | None]:
-    from .cronspec import every, validate
+    from .cron.spec import every, validate
 
     table = v.table(body, "[maintenance]")
     v.only(table, set(MAINTENANCE_DEFAULTS), "[maintenance]")
@@ -263,7 +263,7 @@ def _maintenance(body: Any) -> dict[str, str | None]:
 
 
 def _schedule(body: Any, where: str) -> ScheduleConfig:
-    from .cronspec import every, validate
+    from .cron.spec import every, validate
 
     table = v.table(body, where)
     v.only(table, {"every", "cron", "type", "sql"}, where)

@@ -14,9 +14,9 @@ from datetime import timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
-from .backends import Backend
 from .handlers import RateLimited
 from .jobs import Claimed
+from .worker.backends import Backend
 
 T = TypeVar("T")
 log = logging.getLogger("jobkit.job")

@@ -15,7 +15,8 @@ from uuid import UUID
 
 from .connector import Database, Session
 from .exceptions import ConfigError
-from .manager import JobManager, NewJob, enqueue_many_params
+from .jobs import NewJob
+from .lifecycle import Lifecycle
 
 
 def enqueue(target: Any, job_type: str, payload: Any, *, priority: int = 0,
@@ -37,12 +38,12 @@ def enqueue_many(target: Any, jobs: Sequence[NewJob], *, schema: str = "jobkit",
     if _is_supabase(target):
         return _supabase_many(target, jobs, api_schema)
     with _session(target) as session:
-        return JobManager(session, schema).enqueue_many(jobs)
+        return Lifecycle(session, schema).enqueue_many(jobs)
 
 
 def _one(target: Any, job: NewJob, schema: str) -> UUID:
     with _session(target) as session:
-        return JobManager(session, schema).enqueue(job)
+        return Lifecycle(session, schema).enqueue(job)
 
 
 @contextmanager
@@ -68,20 +69,10 @@ def _is_supabase(target: Any) -> bool:
 
 
 def _supabase_many(client: Any, jobs: Sequence[NewJob], api_schema: str) -> list[UUID]:
-    if any(j.delay is not None for j in jobs):
-        raise ConfigError("delay is not supported through supabase-py", hint="pass run_at instead")
-    params = enqueue_many_params(jobs)
-    body = {
-        "p_type": [j.type for j in jobs], "p_payload": [j.payload for j in jobs],
-        "p_priority": params["priorities"], "p_run_at": [_iso(j.run_at) for j in jobs],
-        "p_max_attempts": params["max_attempts"], "p_idempotency_key": params["idempotency_keys"],
-    }
-    rows = client.schema(api_schema).rpc("enqueue_many", body).execute().data
+    from .worker.backends.supabase import enqueue_many_body  # supabase-py only when it is used
+
+    rows = client.schema(api_schema).rpc("enqueue_many", enqueue_many_body(jobs)).execute().data
     return [UUID(r["id"]) for r in sorted(rows, key=lambda r: r["ord"])]
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
 
 
 def _delta(value: timedelta | float | None) -> timedelta | None:

@@ -1,9 +1,10 @@
-"""The Job record and its states, mirroring the jobs table (migration 0001)."""
+"""The records of the job lifecycle: a Job and its states (mirroring the jobs table of
+sql/schema.sql), a job to enqueue, a claimed job, an outcome to record, an attempt in the history."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -67,3 +68,44 @@ class Claimed(NamedTuple):
     payload: Any
     idempotency_key: str | None
 
+
+
+class NewJob(NamedTuple):
+    """A job to enqueue; None fields take the database defaults. (A NamedTuple: building a
+    thousand of them for a bulk enqueue costs a third of what frozen dataclasses did.)"""
+
+    type: str
+    payload: Any
+    priority: int | None = None
+    run_at: datetime | None = None
+    max_attempts: int | None = None
+    idempotency_key: str | None = None
+    delay: timedelta | None = None  # run at the database's now() + delay (when run_at is None)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed attempt to record."""
+
+    id: UUID
+    attempt: int
+    error: str
+    retry_in: timedelta | None = None
+    permanent: bool = False
+
+
+#: A completed attempt to record: (job id, attempt, the result as JSON text; None = null).
+Done = tuple[UUID, int, str | None]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt of a job, from the job_history view."""
+
+    attempt: int
+    worker_id: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    outcome: str
+    error: str | None
+    duration: timedelta | None

@@ -1,6 +1,6 @@
 """Named runtime queries: ``-- name: <query>`` blocks in sql/queries/*.sql, rendered for a schema.
 
-Python code holds no SQL text: it asks for ``queries(schema)["pick_jobs"]`` and binds values as
+Python code holds no SQL text: it asks for ``queries(schema)["claim_jobs"]`` and binds values as
 ``%(name)s`` parameters.
 
 The queries run under whatever search_path the connection has (jobkit's connections keep the role's
@@ -20,8 +20,8 @@ import re
 from functools import lru_cache
 
 from .exceptions import ResourceError
-from .render import environment, ident
 from .resources import sql_root
+from .schema.render import environment, ident
 
 _NAME_RE = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 

@@ -1,4 +1,4 @@
--- The job lifecycle, one query per step; each calls jobkit's SQL API (migration 0001).
+-- The job lifecycle, one query per step; each calls jobkit's SQL API (sql/schema.sql).
 
 -- name: enqueue
 -- run_at wins; else now() + delay (the database's clock, not the client's); else now().
@@ -17,9 +17,6 @@ select e.id from {{ s }}.enqueue_json(
                      pg_catalog.unnest(%(delays)s::interval[])) with ordinality as u(r, d, o)),
     %(max_attempts)s, %(idempotency_keys)s) as e(id)
 
--- name: pick_jobs
-select * from {{ s }}.pick_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s)
-
 -- name: complete_jobs
 -- ids and attempts arrive as array literals, the results as one JSON array (see complete_params).
 select * from {{ s }}.complete_jobs(
@@ -33,9 +30,6 @@ select id, status from {{ s }}.fail_jobs(%(ids)s, %(attempts)s, %(errors)s, %(re
 
 -- name: snooze_job
 select {{ s }}.snooze_job(%(id)s, %(attempt)s, %(delay)s) as ok
-
--- name: extend_lease
-select {{ s }}.extend_lease(%(id)s, %(attempt)s, %(by)s) as lease_expires_at
 
 -- name: sweep_stuck
 select id, status from {{ s }}.sweep_stuck()
@@ -58,6 +52,3 @@ select * from {{ s }}.jobs where id = %(id)s
 -- name: job_attempts
 select attempt, worker_id, started_at, finished_at, outcome, error, duration
 from {{ s }}.job_history where job_id = %(id)s order by attempt, finished_at
-
--- name: count_by_status
-select type, status, pg_catalog.count(*) as n from {{ s }}.jobs group by type, status order by type, status

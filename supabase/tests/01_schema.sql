@@ -87,8 +87,8 @@ select results_eq(
 );
 select set_has(
     $$select version from jobkit.schema_migrations$$,
-    $$values ('0001'), ('0002'), ('0003')$$,
-    'schema_migrations records migrations 0001-0003 (jobkit deploy skips them)'
+    $$values ('0001')$$,
+    'schema_migrations records the baseline migration 0001 (jobkit deploy skips it)'
 );
 select is(
     (select count(*) from jobkit.schema_migrations where checksum !~ '^[0-9a-f]{64}$'),

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from clusters import running_cluster
 from faultkit import APP, HERE
-from jobkit.localdb import LocalCluster
+from jobkit.ops.localdb import LocalCluster
 from psycopg import sql as psql
 from workers import Worker
 

@@ -22,9 +22,10 @@ import psycopg
 from fault_handlers import QUICK
 from jobkit.config import Settings, TypeConfig
 from jobkit.connector import Database
-from jobkit.deploy import DeployOptions, deploy
-from jobkit.manager import JobManager, NewJob
-from jobkit.secrets import set_secrets
+from jobkit.cron.secrets import set_secrets
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.schema.deploy import DeployOptions, deploy
 from standins import PgNetStandIn
 from workers import SECRET
 
@@ -135,7 +136,7 @@ def seconds(value: float) -> timedelta:
 
 def enqueue(url: str, n: int, job_type: str = "fault.work", **payload: Any) -> list[UUID]:
     with Database(url).session() as session:
-        return JobManager(session, "jobkit").enqueue_many([NewJob(job_type, dict(payload)) for _ in range(n)])
+        return Lifecycle(session, "jobkit").enqueue_many([NewJob(job_type, dict(payload)) for _ in range(n)])
 
 
 def wire_pg_net(url: str, worker_url: str) -> Settings:

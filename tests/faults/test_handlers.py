@@ -13,11 +13,12 @@ from uuid import UUID
 
 import pytest
 from faultkit import enqueue, exactly_once, prepare, wait_for
-from jobkit.backends.postgres import PostgresBackend
 from jobkit.connector import Session
-from jobkit.drain import Drainer
 from jobkit.handlers import Registry
-from jobkit.manager import JobManager, NewJob
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.worker.backends.postgres import PostgresBackend
+from jobkit.worker.drain import Drainer
 from workers import Worker
 
 CRASHERS: dict[str, Callable[[], BaseException]] = {
@@ -72,7 +73,7 @@ def _drain_all(db_url: str, jobs: Registry, types: list[str], session: Session, 
 def test_every_kind_of_exception_ends_only_its_attempt(db_url: str, session: Session) -> None:
     jobs = _crashers()
     types = [t for t in jobs.types if t != "fine"]
-    manager = JobManager(session, "jobkit")
+    manager = Lifecycle(session, "jobkit")
     ids = {t: manager.enqueue(NewJob(t, {})) for t in types}
     fine = manager.enqueue_many([NewJob("fine", {}) for _ in range(10)])
     _drain_all(db_url, jobs, [*types, "fine"], session)
@@ -82,7 +83,7 @@ def test_every_kind_of_exception_ends_only_its_attempt(db_url: str, session: Ses
         kind = type(CRASHERS[job_type.split(".", 1)[1]]()).__name__
         assert (row["status"], row["attempts"]) == ("failed", 2), (job_type, row)
         assert kind in row["last_error"], (job_type, row["last_error"])
-        history = [h["outcome"] for h in manager.attempts(job_id)]
+        history = [h.outcome for h in manager.history(job_id)]
         assert history == ["retry", "failed"], (job_type, history)
     assert all(manager.get(i).status == "completed" for i in fine)  # type: ignore[union-attr]
     assert session.scalar("select count(*) from jobkit.jobs where status = 'processing'") == 0
@@ -122,7 +123,7 @@ def test_one_unstorable_result_fails_only_its_job(db_url: str, session: Session,
         return RESULTS.get(payload["kind"], payload["kind"])
 
     kinds = ["ok"] * 30 + [bad] + ["ok"] * 30
-    JobManager(session, "jobkit").enqueue_many([NewJob("mixed", {"kind": k}) for k in kinds])
+    Lifecycle(session, "jobkit").enqueue_many([NewJob("mixed", {"kind": k}) for k in kinds])
     with caplog.at_level(logging.WARNING, logger="jobkit.worker"):
         _drain_all(db_url, jobs, ["mixed"], session, rounds=1)
     rows = session.all("select payload->>'kind' as kind, status, result, last_error from jobkit.jobs")
@@ -145,7 +146,7 @@ def test_errors_the_database_refuses_are_stored_plainly(db_url: str, session: Se
         raise RuntimeError(messages[payload["kind"]])
 
     kinds = sorted(messages) * 6
-    JobManager(session, "jobkit").enqueue_many([NewJob("boom", {"kind": k}) for k in kinds])
+    Lifecycle(session, "jobkit").enqueue_many([NewJob("boom", {"kind": k}) for k in kinds])
     _drain_all(db_url, jobs, ["boom"], session, rounds=1)
     rows = session.all("select payload ->> 'kind' as kind, status, last_error from jobkit.jobs")
     assert len(rows) == len(kinds) and all(r["status"] == "pending" for r in rows)  # retries scheduled
@@ -168,7 +169,7 @@ def test_results_larger_than_one_statement_can_carry(db_url: str, session: Sessi
         runs.append(ctx.id)
         return {"blob": big}
 
-    JobManager(session, "jobkit").enqueue_many([NewJob("big", {}) for _ in range(30)])
+    Lifecycle(session, "jobkit").enqueue_many([NewJob("big", {}) for _ in range(30)])
     _drain_all(db_url, jobs, ["big"], session, rounds=1)
     assert session.scalar("select count(*) from jobkit.jobs where status = 'completed' "
                           "and length(result ->> 'blob') = %s", (len(big),)) == 30

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import psycopg
 import pytest
 from faultkit import Ticker, count, enqueue, exactly_once, prepare, wait_for, wire_pg_net
-from jobkit.localdb import LocalCluster
+from jobkit.ops.localdb import LocalCluster
 from standins import PgNetStandIn
 from workers import Worker, free_port
 

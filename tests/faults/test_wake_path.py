@@ -16,9 +16,10 @@ import psycopg
 from faultkit import Ticker, count, enqueue, exactly_once, prepare, wait_for, wire_pg_net
 from jobkit.config import Settings
 from jobkit.connector import Database
-from jobkit.manager import JobManager, NewJob
-from jobkit.secrets import set_secrets
-from jobkit.signing import signed_headers
+from jobkit.cron.secrets import set_secrets
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.worker.signing import signed_headers
 from standins import PgNetStandIn
 from workers import SECRET, Worker, free_port
 
@@ -101,7 +102,7 @@ def test_pg_net_drops_times_out_and_loses_wake_ups(fault_url: str, workers: Call
     net = PgNetStandIn(url, drop_rate=0.25, timeout_rate=0.25, lose_rate=0.15, seed=7)
     ids = []
     with net, Ticker(url, period=2.0), Database(url).session() as session:
-        manager = JobManager(session, "jobkit")
+        manager = Lifecycle(session, "jobkit")
         for i in range(40):
             ids.append(manager.enqueue(NewJob("fault.work", {"seconds": 0.01, "i": i})))
             time.sleep(0.1)
@@ -126,7 +127,7 @@ def test_rotating_the_secret_while_wake_ups_flow_refuses_none(
     workers(url, "--concurrency", "8", port=port, env={"JOBKIT_WORKER_SECRET": ""})
     ids = []
     with PgNetStandIn(url), Database(url).session() as session:
-        manager = JobManager(session, "jobkit")
+        manager = Lifecycle(session, "jobkit")
         for i in range(90):
             ids.append(manager.enqueue(NewJob("fault.work", {"seconds": 0.01})))
             if i % 30 == 15:

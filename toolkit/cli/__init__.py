@@ -15,10 +15,10 @@ from . import db as db_cmd
 from . import deploy as deploy_cmd
 from . import dev as dev_cmd
 from . import ops as ops_cmd
-from .admin import jobs
 from .common import pass_state
+from .enqueue import enqueue, ratelimit
 from .init import init
-from .jobs_cmds import enqueue, ratelimit
+from .jobs import jobs
 from .schedule import schedule
 from .secrets import secrets
 from .worker import worker

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..localdb import LocalCluster
+from ..ops.localdb import LocalCluster
 from .common import State, pass_state
 
 

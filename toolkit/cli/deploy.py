@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from ..deploy import DeployOptions, DeployReport, deploy
+from ..app import database
 from ..durations import parse_duration
-from ..render import render_migrations, render_script, render_unit
-from ..supabase_project import write_migration
-from ..target import database
+from ..schema.deploy import DeployOptions, DeployReport, deploy
+from ..schema.render import render_migrations, render_script, render_unit
+from ..schema.supabase_cli import write_migration
 from .common import State, db_url_option, pass_state
 
 
@@ -29,7 +29,7 @@ def render(state: State, out_dir: Path | None, supabase: bool, supabase_dir: Pat
     Examples:
       jobkit render > jobkit.sql && psql "$DATABASE_URL" -f jobkit.sql
       jobkit render --supabase        # supabase/migrations/<UTC timestamp>_jobkit_0001.sql
-      jobkit render --out build/sql   # build/sql/0001_core.sql, ...
+      jobkit render --out build/sql   # build/sql/0001_baseline.sql, ...
     """
     settings = state.settings()
     if supabase:

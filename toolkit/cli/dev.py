@@ -11,17 +11,17 @@ import click
 from rich.live import Live
 from rich.table import Table
 
-from .. import status as status_api
 from ..config import RateLimitConfig, Settings
 from ..connector import Database
-from ..demo import Outcome, run_demo
-from ..deploy import deploy
-from ..example import example_registry
 from ..exceptions import JobkitError
 from ..handlers import Registry
-from ..localdb import LocalCluster
-from ..worker_runtime import LocalWorker
-from ..workerapp import load_registry
+from ..ops import status as status_api
+from ..ops.demo import Outcome, run_demo
+from ..ops.example import example_registry
+from ..ops.localdb import LocalCluster
+from ..schema.deploy import deploy
+from ..worker.local import LocalWorker
+from ..worker.serve import load_registry
 from .common import State, console, pass_state
 from .ops import render
 

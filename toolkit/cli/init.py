@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..scaffold import init as init_project
+from ..ops.scaffold import init as init_project
 
 
 @click.command()

@@ -9,10 +9,10 @@ import click
 from rich.live import Live
 from rich.table import Table
 
-from .. import doctor as doctor_api
-from .. import status as status_api
+from ..app import database
 from ..exceptions import DriftError
-from ..target import database
+from ..ops import doctor as doctor_api
+from ..ops import status as status_api
 from .common import State, console, db_url_option, pass_state
 
 ICONS = {"pass": "[green]✓ pass[/]", "warn": "[yellow]! warn[/]", "fail": "[red]✗ fail[/]"}

@@ -8,10 +8,10 @@ from datetime import datetime
 import click
 from rich.table import Table
 
-from .. import scheduling
-from ..cronspec import every as every_to_cron
-from ..cronspec import validate
-from ..target import database
+from ..app import database
+from ..cron import schedules as scheduling
+from ..cron.spec import every as every_to_cron
+from ..cron.spec import validate
 from .common import State, console, db_url_option, pass_state
 
 

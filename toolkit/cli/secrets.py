@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from .. import secrets as secrets_api
+from ..app import database
+from ..cron import secrets as secrets_api
 from ..durations import parse_duration
-from ..target import database
 from .common import State, db_url_option, pass_state
 
 

@@ -6,12 +6,12 @@ import logging
 
 import click
 
-from ..backends.supabase import SupabaseBackend
 from ..config import supabase_api_from_env
 from ..durations import parse_duration
-from ..endpoint import EndpointOptions
 from ..exceptions import ConfigError
-from ..workerapp import WorkerOptions, load_registry, postgres_backend, serve
+from ..worker.backends.supabase import SupabaseBackend
+from ..worker.endpoint import EndpointOptions
+from ..worker.serve import WorkerOptions, load_registry, postgres_backend, serve
 from .common import State, db_url_option, pass_state
 
 

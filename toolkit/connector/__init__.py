@@ -8,9 +8,9 @@ here, with any password in a URL redacted.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, LiteralString
+from typing import Any, LiteralString, Protocol, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -23,6 +23,23 @@ from ..exceptions import ConnectionFailed, DatabaseError, PrerequisiteError
 
 Row = dict[str, Any]
 Params = Mapping[str, Any] | Sequence[Any] | None
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Runnable(Protocol[T_co]):
+    """What Session.run and AsyncPool.run take: lifecycle.Statement."""
+
+    @property
+    def sql(self) -> str: ...
+    @property
+    def params(self) -> Mapping[str, Any]: ...
+    @property
+    def read(self) -> Callable[[list[Any]], T_co]: ...
+    @property
+    def binary(self) -> bool: ...
+    @property
+    def dicts(self) -> bool: ...
 _PASSWORD_RE = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
 
 
@@ -71,6 +88,12 @@ class Session:
     def scalar(self, sql: str, params: Params = None) -> Any:
         row = self.one(sql, params)
         return None if row is None else next(iter(row.values()))
+
+    def run(self, statement: Runnable[T]) -> T:
+        """Run one lifecycle Statement (lifecycle.py) and read its rows."""
+        if statement.dicts:
+            return statement.read(self.all(statement.sql, statement.params))
+        return statement.read(self.tuples(statement.sql, statement.params, binary=statement.binary))
 
     def script(self, sql: str) -> None:
         """Run a multi-statement script (DDL) with no parameters, so ``%`` needs no escaping."""

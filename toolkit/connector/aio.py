@@ -21,7 +21,7 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..exceptions import ConnectionFailed
-from . import Params, Row, _q, _translated, redact
+from . import Params, Row, Runnable, T, _q, _translated, redact
 
 _decode = json.JSONDecoder().decode
 LISTEN_CHECK = 15.0  # seconds of silence after which a LISTEN connection is checked
@@ -81,6 +81,12 @@ class AsyncPool:
                 cur = conn.cursor(row_factory=tuple_row, binary=binary)
                 await cur.execute(_q(sql), params)
                 return await cur.fetchall()
+
+    async def run(self, statement: Runnable[T]) -> T:
+        """Run one lifecycle Statement (lifecycle.py) and read its rows."""
+        if statement.dicts:
+            return statement.read(await self.all(statement.sql, statement.params))
+        return statement.read(await self.tuples(statement.sql, statement.params, binary=statement.binary))
 
     async def one(self, sql: str, params: Params = None) -> Row | None:
         rows = await self.all(sql, params)

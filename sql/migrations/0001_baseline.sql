@@ -1,0 +1,1156 @@
+-- jobkit 0001, the baseline: the whole schema of jobkit 0.1 (the migrations written before it
+-- were squashed into this one before the first release). Do not edit: it is checksummed in every
+-- database it was applied to. The current schema, readable, is sql/schema.sql; later changes come
+-- as new migrations (and in schema.sql too: tests/integration/test_schema_drift.py compares them).
+--
+-- Job states (who moves a job, and when):
+--   pending     waiting to run; runnable once scheduled_for <= now(). enqueue, a retry, a snooze,
+--               the stuck sweep, a release and retry_job put a job here.
+--   processing  claimed by claim_jobs: attempts was incremented, a lease runs until
+--               lease_expires_at. Only the claiming attempt may finish it (complete/fail/snooze/
+--               extend are fenced on attempts, the fencing token).
+--   completed   complete_jobs stored the result. Terminal; pruned after the retention.
+--   failed      out of attempts in its round (or a permanent error); sweep_dead moves it on.
+--   dead        dead-lettered for manual review; retry_job revives it. Pruned after the retention.
+--   cancelled   cancel_job stopped it; a running attempt's late completion is refused.
+--
+-- The attempt limit of a job is the first of: its own max_attempts as enqueued, the max_attempts of
+-- the handler that last claimed it (handler_max_attempts), its type's setting, the defaults row.
+-- retry_job starts a fresh round: round_start records the attempts used before it.
+
+-- ================================================================================================
+-- 1. Tables
+-- ================================================================================================
+
+create table {{ s }}.jobs (
+    id                   uuid primary key default gen_random_uuid(),
+    type                 text not null,
+    payload              jsonb not null,
+    status               text not null default 'pending'
+                         check (status in ('pending', 'processing', 'completed', 'failed', 'dead', 'cancelled')),
+    priority             int not null default 0,
+    attempts             int not null default 0 check (attempts >= 0),
+    max_attempts         int check (max_attempts >= 1),  -- as enqueued; null: decided when it runs
+    handler_max_attempts int check (handler_max_attempts >= 1),  -- the claiming handler's own
+    round_start          int not null default 0 check (round_start >= 0),  -- attempts before retry_job
+    last_error           text,
+    result               jsonb,
+    scheduled_for        timestamptz not null default now(),  -- when it is (or becomes) due
+    started_at           timestamptz,
+    completed_at         timestamptz,
+    created_at           timestamptz not null default now(),
+    lease_expires_at     timestamptz,
+    worker_id            text,
+    idempotency_key      text,
+    updated_at           timestamptz not null default now(),
+    constraint jobs_type_not_empty check (type <> ''),
+    constraint jobs_lease_when_processing check (status <> 'processing' or lease_expires_at is not null)
+) with (
+    autovacuum_vacuum_scale_factor = 0.02,
+    autovacuum_vacuum_insert_scale_factor = 0.02,
+    autovacuum_analyze_scale_factor = 0.02
+);
+comment on table {{ s }}.jobs is 'jobkit jobs: one row per job; see the state notes in sql/schema.sql.';
+
+-- Claims walk runnable rows in (priority desc, scheduled_for) order. A retry waiting in the future
+-- sorts after every job of its priority that is due now, so the claim's index scan meets runnable
+-- rows first and stops at LIMIT however many retries are parked in the future. The same index
+-- answers "is there due work of this type?" and the skip scans of pending_types() and next_due().
+create index jobs_claim_idx on {{ s }}.jobs (type, priority desc, scheduled_for) where status = 'pending';
+-- The stuck sweep reads only expired leases. The predicate is on the lease, not on the status, so
+-- that fenced completions (status = 'processing') probe the primary key instead of this index.
+create index jobs_lease_idx on {{ s }}.jobs (lease_expires_at) where lease_expires_at is not null;
+-- The dead sweep and prune read only finished rows, oldest first.
+create index jobs_failed_idx on {{ s }}.jobs (completed_at) where status = 'failed';
+create index jobs_finished_idx on {{ s }}.jobs (completed_at) where status in ('completed', 'dead', 'cancelled');
+-- One unfinished job per (type, idempotency key).
+create unique index jobs_idempotency_idx on {{ s }}.jobs (type, idempotency_key)
+    where idempotency_key is not null and status in ('pending', 'processing');
+
+-- The attempts that did not complete their job (retries, failures, snoozes, releases, expired
+-- leases, cancellations): no failure disappears when the next attempt overwrites last_error. The
+-- completing attempt lives on the job row only (a successful job costs no second write); the view
+-- job_history shows both.
+create table {{ s }}.job_attempts (
+    id          bigint generated always as identity primary key,
+    job_id      uuid not null,
+    attempt     int not null,
+    worker_id   text,
+    started_at  timestamptz,
+    finished_at timestamptz not null default now(),
+    outcome     text not null
+                check (outcome in ('completed', 'retry', 'failed', 'snoozed', 'lease_expired', 'cancelled')),
+    error       text,
+    duration    interval generated always as (finished_at - started_at) stored
+) with (autovacuum_vacuum_insert_scale_factor = 0.02);
+create index job_attempts_job_idx on {{ s }}.job_attempts (job_id, attempt);
+
+-- Every attempt of every job: the recorded ones, plus each completed job's final attempt.
+create view {{ s }}.job_history with (security_invoker = true) as
+select a.job_id, a.attempt, a.worker_id, a.started_at, a.finished_at, a.outcome, a.error, a.duration
+from {{ s }}.job_attempts a
+union all
+select j.id, j.attempts, j.worker_id, j.started_at, j.completed_at, 'completed', null::text,
+       j.completed_at - j.started_at
+from {{ s }}.jobs j
+where j.status = 'completed';
+comment on view {{ s }}.job_history is
+    'jobkit: every attempt; job_attempts rows plus the completing attempt of each completed job.';
+
+-- Per-type settings, synced from jobkit.toml by `jobkit deploy`. The row '*' holds the defaults.
+create table {{ s }}.job_types (
+    type           text primary key,
+    max_attempts   int not null check (max_attempts between 1 and 1000),
+    lease          interval not null check (lease >= interval '5 seconds'),
+    backoff_base   interval not null check (backoff_base >= interval '1 second'),
+    backoff_factor float8 not null check (backoff_factor between 1 and 100),
+    backoff_cap    interval not null check (backoff_cap >= backoff_base),
+    backoff_jitter float8 not null check (backoff_jitter >= 0 and backoff_jitter < 1),
+    wake_on_insert boolean not null default true,  -- false: only the cron wake-up wakes this type
+    rate_limit     text  -- the rate-limit key this type's claims take tokens from
+);
+insert into {{ s }}.job_types (type, max_attempts, lease, backoff_base, backoff_factor, backoff_cap, backoff_jitter)
+values ('*', 3, '5 minutes', '30 seconds', 4, '1 hour', 0.1);
+
+-- One token bucket per key: `rate` tokens per second up to `burst`. The row lock serialises
+-- takers, so any number of worker processes together stay under the limit.
+create table {{ s }}.rate_limits (
+    key        text primary key check (key ~ '^[A-Za-z0-9_.:\-]{1,100}$'),
+    rate       float8 not null check (rate > 0),
+    burst      int not null check (burst >= 1),
+    tokens     float8 not null,
+    updated_at timestamptz not null default clock_timestamp()
+);
+
+-- Runtime settings, synced from jobkit.toml by `jobkit deploy` (values are jsonb).
+create table {{ s }}.settings (
+    key        text primary key,
+    value      jsonb not null,
+    updated_at timestamptz not null default now()
+);
+insert into {{ s }}.settings (key, value) values
+    ('transport', '"notify"'),         -- 'pg_net' or 'notify'; deploy resolves 'auto'
+    ('wake_timeout_ms', '5000'),       -- pg_net timeout_milliseconds, always passed explicitly
+    ('max_fanout', '4'),               -- most worker calls one wake-up may start
+    ('batch_size', '100'),             -- due jobs per worker call when fanning out
+    ('budget_ms', '25000'),            -- time budget of one drain
+    ('channel', {{ (schema ~ "_wake") | tojson | literal }}),
+    ('secret_previous_until', 'null'); -- a rotated-out signing secret is accepted until then
+
+-- The worker URL and signing secret when Supabase Vault is absent. Only the owner and service_role
+-- can read it; Vault is used instead whenever vault.decrypted_secrets exists.
+create table {{ s }}.secrets (
+    name       text primary key,
+    value      text not null,
+    updated_at timestamptz not null default now()
+);
+
+-- One row per wake-up sent over pg_net. pg_net answers asynchronously and keeps responses 6 hours
+-- only, so reconcile_wakeups() copies each outcome here: delivered (2xx), failed (other status or a
+-- connection error), timed_out (outcome unknown: pg_net timeouts can still deliver), unanswered
+-- (no response long after the timeout). NOTIFY wake-ups have no answer and are not recorded.
+create table {{ s }}.wakeups (
+    id          bigint generated always as identity primary key,
+    type        text not null,
+    transport   text not null check (transport in ('pg_net', 'notify')),
+    request_id  bigint,
+    created_at  timestamptz not null default now(),
+    outcome     text check (outcome in ('delivered', 'failed', 'timed_out', 'unanswered', 'notified')),
+    status_code int,
+    error       text,
+    checked_at  timestamptz
+);
+create index wakeups_open_idx on {{ s }}.wakeups (request_id) where outcome is null;
+create index wakeups_created_idx on {{ s }}.wakeups (created_at);
+
+-- Which of jobkit's cron jobs `jobkit deploy` manages (origin config: declared in jobkit.toml or
+-- built in) and which an operator added with `jobkit schedule add` (origin cli, left alone by sync).
+create table {{ s }}.schedules (
+    name       text primary key,
+    origin     text not null check (origin in ('config', 'cli')),
+    updated_at timestamptz not null default now()
+);
+
+-- ================================================================================================
+-- 2. The public API: per-type policy
+-- ================================================================================================
+
+-- The settings of one type: its own row, else the defaults row.
+create function {{ s }}.type_settings(p_type text) returns {{ s }}.job_types
+language plpgsql stable set search_path = '' as $$
+declare
+    v_row {{ s }}.job_types;
+begin
+    -- plpgsql, not sql: its plan is cached per session (a sql function is planned on every call).
+    select t.* into v_row from {{ s }}.job_types t
+    where t.type in (p_type, '*')
+    order by t.type = '*'
+    limit 1;
+    return v_row;
+end
+$$;
+
+-- The attempt limit of a job (see the header): its own, its last handler's, its type's (p_type_max).
+create function {{ s }}.attempt_limit(p_job_max int, p_handler_max int, p_type_max int) returns int
+language sql immutable set search_path = '' as $$
+    select coalesce(p_job_max, p_handler_max, p_type_max, 3)
+$$;
+
+-- Retry delay for an attempt that just failed: base * factor^(attempt-1), capped, ± jitter, >= 1 s.
+create function {{ s }}.backoff(p_type text, p_attempt int) returns interval
+language sql volatile set search_path = '' as $$
+    select make_interval(secs => greatest(1.0,
+        least(extract(epoch from c.backoff_cap)::float8,
+              extract(epoch from c.backoff_base)::float8
+                * power(c.backoff_factor, least(greatest(p_attempt, 1) - 1, 100)))
+        * (1 + c.backoff_jitter * (2 * random() - 1))))
+    from {{ s }}.type_settings(p_type) c
+$$;
+
+-- ================================================================================================
+-- 3. The public API: enqueue
+-- ================================================================================================
+
+-- Enqueue one job. With an idempotency key, an unfinished job of the same type and key is returned
+-- instead of a new one. p_max_attempts null: decided when it runs (the handler's, else the type's).
+create function {{ s }}.enqueue(
+    p_type text,
+    p_payload jsonb,
+    p_priority int default 0,
+    p_run_at timestamptz default now(),
+    p_max_attempts int default null,
+    p_idempotency_key text default null
+) returns uuid
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_id uuid;
+begin
+    if p_type is null or p_type = '' then
+        raise exception 'jobkit.enqueue: p_type must be a non-empty job type' using errcode = '22023';
+    end if;
+    if p_payload is null then
+        raise exception 'jobkit.enqueue: p_payload must not be null (use ''{}''::jsonb)' using errcode = '22023';
+    end if;
+    if p_idempotency_key is null then  -- nothing to conflict on: a plain insert
+        insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts)
+        values (p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts)
+        returning id into v_id;
+        return v_id;
+    end if;
+    loop
+        insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, idempotency_key)
+        values (p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts,
+                p_idempotency_key)
+        on conflict (type, idempotency_key)
+            where idempotency_key is not null and status in ('pending', 'processing')
+            do nothing
+        returning id into v_id;
+        if v_id is not null then
+            return v_id;
+        end if;
+        select j.id into v_id from {{ s }}.jobs j
+        where j.type = p_type and j.idempotency_key = p_idempotency_key
+          and j.status in ('pending', 'processing');
+        if v_id is not null then
+            return v_id;
+        end if;
+        -- The holder of the key finished between our insert and our look-up: insert again.
+    end loop;
+end
+$$;
+
+-- Enqueue many jobs in one statement. Arrays are parallel (null arrays or elements = defaults); ids
+-- come back with their 1-based position in the input; a repeated idempotency key gets the id of the
+-- unfinished job that holds it, whether that job is older or earlier in the same batch.
+create function {{ s }}.enqueue_many(
+    p_type text[],
+    p_payload jsonb[],
+    p_priority int[] default null,
+    p_run_at timestamptz[] default null,
+    p_max_attempts int[] default null,
+    p_idempotency_key text[] default null
+) returns table (ord bigint, id uuid)
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_ids uuid[];
+begin
+    if cardinality(p_type) is distinct from cardinality(p_payload) then
+        raise exception 'jobkit.enqueue_many: p_type and p_payload must have the same length'
+            using errcode = '22023';
+    end if;
+    if array_position(p_type, null) is not null or array_position(p_payload, null) is not null
+       or array_position(p_type, '') is not null then
+        raise exception 'jobkit.enqueue_many: job types and payloads must be non-empty and not null'
+            using errcode = '22023';
+    end if;
+    with input as materialized (
+        select u.ord, gen_random_uuid() as new_id, u.type, u.payload,
+               coalesce(p_priority[u.ord], 0) as priority,
+               coalesce(p_run_at[u.ord], now()) as run_at,
+               p_max_attempts[u.ord] as max_attempts,
+               p_idempotency_key[u.ord] as key
+        from unnest(p_type, p_payload) with ordinality as u(type, payload, ord)
+    ), inserted as (
+        insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, idempotency_key)
+        select i.new_id, i.type, i.payload, i.priority, i.run_at, i.max_attempts, i.key
+        from input i order by i.ord
+        on conflict (type, idempotency_key)
+            where idempotency_key is not null and status in ('pending', 'processing')
+            do nothing
+        returning jobs.id, jobs.type, jobs.idempotency_key
+    )
+    select array_agg(coalesce(x.id, y.id, e.id) order by i.ord) into v_ids
+    from input i
+    left join inserted x on x.id = i.new_id
+    left join inserted y on i.key is not null and y.type = i.type and y.idempotency_key = i.key
+    left join lateral (
+        select j.id from {{ s }}.jobs j
+        where i.key is not null and j.type = i.type and j.idempotency_key = i.key
+          and j.status in ('pending', 'processing')
+    ) e on true;
+    -- A key held by a transaction that committed after this statement's snapshot: resolve it anew.
+    for k in 1 .. coalesce(cardinality(v_ids), 0) loop
+        if v_ids[k] is null then
+            v_ids[k] := {{ s }}.enqueue(p_type[k], p_payload[k], p_priority[k], p_run_at[k],
+                                        p_max_attempts[k], p_idempotency_key[k]);
+        end if;
+    end loop;
+    return query select u.ord, u.id from unnest(v_ids) with ordinality as u(id, ord);
+end
+$$;
+
+-- Bulk enqueue as the Python client sends it: types and payloads as JSON documents (types: an array,
+-- or one string for all), the other columns as arrays (null = defaults). Without idempotency keys
+-- the rows are inserted straight from the documents (no jsonb[] built in between); with keys it is
+-- enqueue_many. Returns the ids in input order.
+create function {{ s }}.enqueue_json(
+    p_types jsonb,
+    p_payloads jsonb,
+    p_priority int[] default null,
+    p_run_at timestamptz[] default null,
+    p_max_attempts int[] default null,
+    p_idempotency_key text[] default null
+) returns setof uuid
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_ids uuid[];
+    v_one text;
+begin
+    if jsonb_typeof(p_payloads) is distinct from 'array' or jsonb_typeof(p_types) not in ('array', 'string') then
+        raise exception 'jobkit.enqueue_json: p_payloads must be a JSON array, p_types a JSON array or string'
+            using errcode = '22023';
+    end if;
+    if jsonb_typeof(p_types) = 'array' and jsonb_array_length(p_types) <> jsonb_array_length(p_payloads) then
+        raise exception 'jobkit.enqueue_json: p_types and p_payloads must have the same length'
+            using errcode = '22023';
+    end if;
+    if p_idempotency_key is not null and cardinality(array_remove(p_idempotency_key, null)) > 0 then
+        return query select e.id from {{ s }}.enqueue_many(
+            case when jsonb_typeof(p_types) = 'string'
+                 then array_fill(p_types #>> '{}', array[jsonb_array_length(p_payloads)])
+                 else array(select jsonb_array_elements_text(p_types)) end,
+            array(select jsonb_array_elements(p_payloads)),
+            p_priority, p_run_at, p_max_attempts, p_idempotency_key) e
+        order by e.ord;
+        return;
+    end if;
+    -- Ids are drawn first, so they come back in input order whatever order the insert runs in.
+    v_ids := array(select gen_random_uuid() from generate_series(1, jsonb_array_length(p_payloads)));
+    v_one := case when jsonb_typeof(p_types) = 'string' then p_types #>> '{}' end;
+    insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts)
+    select v_ids[e.n], coalesce(v_one, p_types ->> (e.n - 1)::int), e.v, coalesce(p_priority[e.n], 0),
+           coalesce(p_run_at[e.n], now()), p_max_attempts[e.n]
+    from jsonb_array_elements(p_payloads) with ordinality as e(v, n);
+    return query select u.id from unnest(v_ids) as u(id);
+end
+$$;
+
+-- ================================================================================================
+-- 4. The public API: claim and finish (the worker's lifecycle)
+-- ================================================================================================
+
+-- Claim up to p_limit due jobs of one type for p_worker, for p_lease (at least 5 seconds), never more
+-- than the rate limit's tokens allow (p_rate_key, else the type's rate_limit; unused tokens are given
+-- back). p_max_attempts is the claiming handler's own max_attempts (null: none). Returns what a
+-- handler needs, in priority order; max_attempts is the number of this round's last attempt
+-- (round_start + the attempt limit), so attempts = max_attempts means "the last try". The ids go
+-- through an array so that the update probes the primary key whatever the planner guesses.
+create function {{ s }}.claim_jobs(
+    p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text default null,
+    p_max_attempts int default null
+) returns table (id uuid, type text, attempts int, max_attempts int, priority int, payload jsonb,
+                 idempotency_key text)
+language plpgsql volatile set search_path = '' as $$
+#variable_conflict use_column
+declare
+    v_key text;
+    v_type_max int;
+    v_limit int := greatest(p_limit, 0);
+    v_claimed int;
+begin
+    if p_lease is null or p_lease < interval '5 seconds' then
+        raise exception 'jobkit.claim_jobs: p_lease must be at least 5 seconds' using errcode = '22023';
+    end if;
+    select t.rate_limit, t.max_attempts into v_key, v_type_max from {{ s }}.job_types t
+    where t.type in (p_type, '*') order by t.type = '*' limit 1;
+    v_key := coalesce(p_rate_key, v_key);
+    if v_key is not null then
+        -- Take tokens only for jobs that exist: count the due ones first (cheap, bounded by p_limit).
+        select count(*) into v_claimed from (
+            select 1 from {{ s }}.jobs j
+            where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now() limit v_limit
+        ) due;
+        v_limit := {{ s }}.take_tokens(v_key, v_claimed);
+        if v_limit = 0 then
+            return;
+        end if;
+    end if;
+    return query
+    with claimed as (
+        update {{ s }}.jobs j
+        set status = 'processing', attempts = j.attempts + 1, started_at = now(),
+            lease_expires_at = now() + p_lease, worker_id = p_worker,
+            handler_max_attempts = p_max_attempts, updated_at = now()
+        where j.id = any (array(
+            select c.id from {{ s }}.jobs c
+            where c.type = p_type and c.status = 'pending' and c.scheduled_for <= now()
+            order by c.priority desc, c.scheduled_for
+            limit v_limit
+            for update skip locked
+        ))
+        returning j.id, j.type, j.attempts,
+                  j.round_start + {{ s }}.attempt_limit(j.max_attempts, p_max_attempts, v_type_max) as cap,
+                  j.priority, j.payload, j.idempotency_key, j.scheduled_for
+    )
+    select c.id, c.type, c.attempts, c.cap, c.priority, c.payload, c.idempotency_key
+    from claimed c order by c.priority desc, c.scheduled_for;
+    if v_key is not null then
+        get diagnostics v_claimed = row_count;
+        perform {{ s }}.return_tokens(v_key, v_limit - v_claimed);
+    end if;
+end
+$$;
+
+-- The seed's signatures, over claim_jobs: whole rows, as claimed (pick_job: one job, the type's lease).
+create function {{ s }}.pick_jobs(p_type text, p_limit int, p_worker text, p_lease interval)
+returns setof {{ s }}.jobs
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_ids uuid[];
+begin
+    v_ids := array(select c.id from {{ s }}.claim_jobs(p_type, p_limit, p_worker, p_lease) c);
+    return query select j.* from {{ s }}.jobs j where j.id = any (v_ids)
+                 order by j.priority desc, j.scheduled_for;
+end
+$$;
+
+create function {{ s }}.pick_job(p_type text) returns setof {{ s }}.jobs
+language sql volatile set search_path = '' as $$
+    select * from {{ s }}.pick_jobs(p_type, 1, 'pick_job', ({{ s }}.type_settings(p_type)).lease)
+$$;
+
+-- Complete many (id, attempt) pairs in one fenced statement. p_results null = every result null
+-- (handlers that return nothing: nothing to decode, nothing to look up).
+create function {{ s }}.complete_jobs(p_ids uuid[], p_attempts int[], p_results jsonb[])
+returns setof uuid
+language plpgsql volatile set search_path = '' as $$
+begin
+    return query
+    update {{ s }}.jobs j
+    set status = 'completed',
+        result = case when p_results is null then null else p_results[array_position(p_ids, j.id)] end,
+        completed_at = now(), lease_expires_at = null, updated_at = now()
+    where j.id = any (p_ids) and j.status = 'processing'
+      and j.attempts = p_attempts[array_position(p_ids, j.id)]
+    returning j.id;
+end
+$$;
+
+-- One fenced completion: true when the attempt still held the job.
+create function {{ s }}.complete_job(p_id uuid, p_attempt int, p_result jsonb) returns boolean
+language sql volatile set search_path = '' as $$
+    select exists (select 1 from {{ s }}.complete_jobs(array[p_id], array[p_attempt], array[p_result]))
+$$;
+
+-- Record failed attempts. Each job goes back to pending after p_retry_in (default: the type's
+-- backoff, never less than 1 s) while its round has attempts left and the failure is not
+-- permanent, else to failed. Returns (id, new status) for the jobs the attempt still held (fenced).
+create function {{ s }}.fail_jobs(
+    p_ids uuid[], p_attempts int[], p_errors text[],
+    p_retry_in interval[] default null, p_permanent boolean[] default null
+) returns table (id uuid, status text)
+language plpgsql volatile set search_path = '' as $$
+#variable_conflict use_column
+begin
+    return query
+    with input as (
+        select u.id, u.attempt, u.error, p_retry_in[u.ord] as retry_in,
+               not coalesce(p_permanent[u.ord], false) as may_retry
+        from unnest(p_ids, p_attempts, p_errors) with ordinality as u(id, attempt, error, ord)
+    ), decided as (
+        select i.*, i.may_retry and j.attempts - j.round_start < {{ s }}.attempt_limit(
+                   j.max_attempts, j.handler_max_attempts, coalesce(t.max_attempts, d.max_attempts)) as again
+        from input i
+        join {{ s }}.jobs j on j.id = i.id
+        cross join (select x.max_attempts from {{ s }}.job_types x where x.type = '*') d
+        left join {{ s }}.job_types t on t.type = j.type
+    ), changed as (
+        update {{ s }}.jobs j
+        set status = case when i.again then 'pending' else 'failed' end,
+            scheduled_for = case when i.again
+                then now() + greatest(coalesce(i.retry_in, {{ s }}.backoff(j.type, j.attempts - j.round_start)),
+                                      interval '1 second')
+                else j.scheduled_for end,
+            completed_at = case when i.again then null else now() end,
+            last_error = i.error, lease_expires_at = null, updated_at = now()
+        from decided i
+        where j.id = any (p_ids) and j.id = i.id and j.status = 'processing' and j.attempts = i.attempt
+        returning j.id, j.status, j.attempts, j.worker_id, j.started_at, j.last_error
+    ), history as (
+        insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
+        select c.id, c.attempts, c.worker_id, c.started_at,
+               case when c.status = 'pending' then 'retry' else 'failed' end, c.last_error
+        from changed c
+    )
+    select c.id, c.status from changed c;
+end
+$$;
+
+-- One fenced failure: the new status (pending = a retry is scheduled, failed), null when fenced out.
+create function {{ s }}.fail_job(
+    p_id uuid, p_attempt int, p_error text,
+    p_retry_in interval default null, p_permanent boolean default false
+) returns text
+language sql volatile set search_path = '' as $$
+    select f.status from {{ s }}.fail_jobs(array[p_id], array[p_attempt], array[p_error],
+                                           array[p_retry_in], array[p_permanent]) f
+$$;
+
+-- Put a claimed job back to pending at now() + p_delay without consuming its attempt (rate limits,
+-- 429 Retry-After, a worker shutting down). Fenced like complete_job.
+create function {{ s }}.snooze_job(p_id uuid, p_attempt int, p_delay interval) returns boolean
+language sql volatile set search_path = '' as $$
+    with changed as (
+        update {{ s }}.jobs j
+        set status = 'pending', attempts = j.attempts - 1,
+            scheduled_for = now() + greatest(coalesce(p_delay, interval '0'), interval '0'),
+            lease_expires_at = null, updated_at = now()
+        where j.id = p_id and j.status = 'processing' and j.attempts = p_attempt
+        returning j.id, j.worker_id, j.started_at
+    ), history as (
+        insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome)
+        select c.id, p_attempt, c.worker_id, c.started_at, 'snoozed' from changed c
+    )
+    select exists (select 1 from changed)
+$$;
+
+-- Heartbeat: push the lease of a running attempt to at least now() + p_by. Returns the new deadline,
+-- or null when the attempt no longer holds the job (stop working on it).
+create function {{ s }}.extend_lease(p_id uuid, p_attempt int, p_by interval) returns timestamptz
+language sql volatile set search_path = '' as $$
+    update {{ s }}.jobs j
+    set lease_expires_at = greatest(j.lease_expires_at, now() + p_by), updated_at = now()
+    where j.id = p_id and j.status = 'processing' and j.attempts = p_attempt
+    returning j.lease_expires_at
+$$;
+
+-- Heartbeat many running attempts at once; returns the ids whose lease was extended.
+create function {{ s }}.extend_leases(p_ids uuid[], p_attempts int[], p_by interval) returns setof uuid
+language plpgsql volatile set search_path = '' as $$
+begin
+    return query
+    update {{ s }}.jobs j
+    set lease_expires_at = greatest(j.lease_expires_at, now() + p_by), updated_at = now()
+    where j.id = any (p_ids) and j.status = 'processing'
+      and j.attempts = p_attempts[array_position(p_ids, j.id)]
+    returning j.id;
+end
+$$;
+
+-- Hand claimed jobs back (a worker shutting down): pending again now, attempt not consumed.
+create function {{ s }}.release_jobs(p_ids uuid[], p_attempts int[]) returns setof uuid
+language plpgsql volatile set search_path = '' as $$
+begin
+    return query
+    with changed as (
+        update {{ s }}.jobs j
+        set status = 'pending', attempts = j.attempts - 1, scheduled_for = now(),
+            lease_expires_at = null, updated_at = now()
+        where j.id = any (p_ids) and j.status = 'processing'
+          and j.attempts = p_attempts[array_position(p_ids, j.id)]
+        returning j.id, j.attempts + 1 as attempt, j.worker_id, j.started_at
+    ), history as (
+        insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
+        select c.id, c.attempt, c.worker_id, c.started_at, 'snoozed', 'released by a stopping worker'
+        from changed c
+    )
+    select c.id from changed c;
+end
+$$;
+
+-- ================================================================================================
+-- 5. The public API: operators and the built-in schedules
+-- ================================================================================================
+
+-- Run a failed, dead or cancelled job again now with a fresh round of attempts, and wake the worker.
+create function {{ s }}.retry_job(p_id uuid) returns boolean
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_type text;
+begin
+    update {{ s }}.jobs j
+    set status = 'pending', scheduled_for = now(), completed_at = null, lease_expires_at = null,
+        round_start = j.attempts, updated_at = now()
+    where j.id = p_id and j.status in ('failed', 'dead', 'cancelled')
+    returning j.type into v_type;
+    if v_type is null then
+        return false;
+    end if;
+    perform {{ s }}._wake_for(v_type, 1, null);
+    return true;
+end
+$$;
+
+-- Cancel a pending or processing job. A running attempt may finish, but its result is refused.
+create function {{ s }}.cancel_job(p_id uuid) returns boolean
+language sql volatile set search_path = '' as $$
+    with changed as (
+        update {{ s }}.jobs j
+        set status = 'cancelled', completed_at = now(), lease_expires_at = null, updated_at = now()
+        where j.id = p_id and j.status in ('pending', 'processing')
+        returning j.id, j.status as old_status, j.attempts, j.worker_id, j.started_at
+    ), history as (
+        insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome)
+        select c.id, c.attempts, c.worker_id, c.started_at, 'cancelled' from changed c
+        where c.worker_id is not null and c.attempts > 0
+    )
+    select exists (select 1 from changed)
+$$;
+
+-- Processing jobs whose lease expired: back to pending with backoff while their round has attempts
+-- left, else failed, so every job reaches a state. The worker is told when the retries are due.
+create function {{ s }}.sweep_stuck() returns table (id uuid, status text)
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_ids uuid[];
+    v_statuses text[];
+    v_types text[];
+    v_due timestamptz[];
+    r record;
+begin
+    with expired as (
+        select e.id, {{ s }}.attempt_limit(e.max_attempts, e.handler_max_attempts,
+                                          coalesce(t.max_attempts, d.max_attempts)) as round_limit
+        from {{ s }}.jobs e
+        cross join (select x.max_attempts from {{ s }}.job_types x where x.type = '*') d
+        left join {{ s }}.job_types t on t.type = e.type
+        where e.id = any (array(
+            select l.id from {{ s }}.jobs l
+            where l.status = 'processing' and l.lease_expires_at < now()
+            for update of l skip locked
+        ))
+    ), changed as (
+        update {{ s }}.jobs j
+        set status = case when j.attempts - j.round_start < x.round_limit then 'pending' else 'failed' end,
+            scheduled_for = case when j.attempts - j.round_start < x.round_limit
+                then now() + {{ s }}.backoff(j.type, j.attempts - j.round_start) else j.scheduled_for end,
+            completed_at = case when j.attempts - j.round_start < x.round_limit then null else now() end,
+            last_error = format('lease expired at %s (worker %s)', j.lease_expires_at, j.worker_id),
+            lease_expires_at = null, updated_at = now()
+        from expired x
+        where j.id = x.id and j.status = 'processing' and j.lease_expires_at < now()
+        returning j.id, j.status, j.type, j.scheduled_for, j.attempts, j.worker_id, j.started_at, j.last_error
+    ), history as (
+        insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
+        select c.id, c.attempts, c.worker_id, c.started_at, 'lease_expired', c.last_error from changed c
+    )
+    select array_agg(c.id), array_agg(c.status), array_agg(c.type), array_agg(c.scheduled_for)
+    into v_ids, v_statuses, v_types, v_due from changed c;
+    for r in select u.type, min(u.due) as due from unnest(v_types, v_due, v_statuses) as u(type, due, status)
+             where u.status = 'pending' group by u.type loop
+        perform {{ s }}._wake_for(r.type, 0, r.due);
+    end loop;
+    return query select u.id, u.status from unnest(v_ids, v_statuses) as u(id, status);
+end
+$$;
+
+-- Dead-letter failed jobs; returns how many moved.
+create function {{ s }}.sweep_dead() returns bigint
+language sql volatile set search_path = '' as $$
+    with moved as (
+        update {{ s }}.jobs j set status = 'dead', updated_at = now()
+        where j.id = any (array(
+            select f.id from {{ s }}.jobs f where f.status = 'failed' for update skip locked
+        ))
+          and j.status = 'failed'
+        returning 1
+    )
+    select count(*) from moved
+$$;
+
+-- Delete finished jobs (completed, dead, cancelled) older than p_older_than, with their attempt
+-- history, p_batch_size rows per statement; rows another session holds are skipped, never waited on.
+-- Stops after p_max_batches. Returns the number of jobs deleted.
+create function {{ s }}.prune(
+    p_older_than interval, p_batch_size int default 5000, p_max_batches int default 100
+) returns bigint
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_total bigint := 0;
+    v_ids uuid[];
+begin
+    if p_older_than is null or p_older_than < interval '0' then
+        raise exception 'jobkit.prune: p_older_than must be a non-negative interval' using errcode = '22023';
+    end if;
+    for i in 1 .. greatest(p_max_batches, 1) loop
+        with gone as (
+            delete from {{ s }}.jobs j
+            where j.id = any (array(
+                select v.id from {{ s }}.jobs v
+                where v.status in ('completed', 'dead', 'cancelled')
+                  and v.completed_at < now() - p_older_than
+                order by v.completed_at
+                limit p_batch_size
+                for update skip locked
+            ))
+            returning j.id
+        )
+        select array_agg(g.id) into v_ids from gone g;
+        exit when v_ids is null;
+        delete from {{ s }}.job_attempts a where a.job_id = any (v_ids);
+        v_total := v_total + cardinality(v_ids);
+        exit when cardinality(v_ids) < p_batch_size;
+    end loop;
+    return v_total;
+end
+$$;
+
+-- Delete wake records older than p_older_than; returns how many.
+create function {{ s }}.prune_wakeups(p_older_than interval) returns bigint
+language sql volatile set search_path = '' as $$
+    with gone as (
+        delete from {{ s }}.wakeups w where w.created_at < now() - p_older_than returning 1
+    )
+    select count(*) from gone
+$$;
+
+-- ================================================================================================
+-- 6. The public API: wake-ups
+-- ================================================================================================
+
+-- Wake the worker for one type when it has runnable work: over pg_net, up to
+-- ceil(backlog / batch_size) concurrent calls capped by p_max_calls (default: max_fanout); over
+-- NOTIFY, one notification for the listening workers. Returns the number of calls made. It never
+-- raises: a wake-up that cannot be sent is recorded as failed (and the cron backup tries again).
+create function {{ s }}.wake(p_type text, p_max_calls int default null) returns int
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_batch int := ({{ s }}.setting('batch_size'))::int;
+    v_cap int := greatest(coalesce(p_max_calls, ({{ s }}.setting('max_fanout'))::int), 1);
+    v_backlog bigint;
+begin
+    select count(*) into v_backlog from (
+        select 1 from {{ s }}.jobs j
+        where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now()
+        limit v_batch * v_cap
+    ) due;
+    if v_backlog = 0 then
+        return 0;
+    end if;
+    return {{ s }}._send_wake(p_type, least(v_cap, ceil(v_backlog::numeric / v_batch)::int));
+end
+$$;
+
+-- Wake every type with due work. The cron backup calls this; it first records the outcome of
+-- earlier wake-ups.
+create function {{ s }}.wake_all() returns int
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_type text;
+    v_calls int := 0;
+begin
+    perform {{ s }}.reconcile_wakeups();
+    for v_type in select p.t from {{ s }}.pending_types() as p(t) loop
+        v_calls := v_calls + {{ s }}.wake(v_type);
+    end loop;
+    return v_calls;
+end
+$$;
+
+-- Copy pg_net's answers into wakeups before pg_net's TTL deletes them. Returns rows settled.
+create function {{ s }}.reconcile_wakeups(p_unanswered_after interval default '10 minutes')
+returns int
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_settled int := 0;
+    v_late int;
+begin
+    if to_regclass('net._http_response') is not null then
+        update {{ s }}.wakeups w
+        set outcome = case
+                when coalesce(r.timed_out, false) or r.error_msg ilike 'timeout%' then 'timed_out'
+                when r.error_msg is not null then 'failed'
+                when r.status_code between 200 and 299 then 'delivered'
+                else 'failed' end,
+            status_code = r.status_code,
+            error = coalesce(r.error_msg, case when r.status_code not between 200 and 299
+                                               then left(r.content, 500) end),
+            checked_at = now()
+        from net._http_response r
+        where w.outcome is null and w.request_id = r.id;
+        get diagnostics v_settled = row_count;
+    end if;
+    update {{ s }}.wakeups w
+    set outcome = 'unanswered', checked_at = now(),
+        error = 'no response from pg_net: the request is stuck in its queue or its answer expired'
+    where w.outcome is null and w.created_at < now() - p_unanswered_after;
+    get diagnostics v_late = row_count;
+    return v_settled + v_late;
+end
+$$;
+
+-- When the next pending job of a type becomes due (null: none), by a skip scan over the claim
+-- index: one probe per distinct priority, however many jobs are pending.
+create function {{ s }}.next_due(p_type text) returns timestamptz
+language plpgsql stable set search_path = '' as $$
+declare
+    v_priority int;
+    v_at timestamptz;
+    v_best timestamptz;
+begin
+    select j.priority into v_priority from {{ s }}.jobs j
+    where j.type = p_type and j.status = 'pending' order by j.priority desc limit 1;
+    while v_priority is not null loop
+        select j.scheduled_for into v_at from {{ s }}.jobs j
+        where j.type = p_type and j.status = 'pending' and j.priority = v_priority
+        order by j.scheduled_for limit 1;
+        v_best := least(v_best, v_at);
+        select j.priority into v_priority from {{ s }}.jobs j
+        where j.type = p_type and j.status = 'pending' and j.priority < v_priority
+        order by j.priority desc limit 1;
+    end loop;
+    return v_best;
+end
+$$;
+
+-- Every type that has pending jobs, by a skip scan over jobs_claim_idx (one index probe per type,
+-- however many jobs are pending).
+create function {{ s }}.pending_types() returns setof text
+language sql stable set search_path = '' as $$
+    with recursive t(type) as (
+        (select j.type from {{ s }}.jobs j where j.status = 'pending' order by j.type limit 1)
+        union all
+        select (select j.type from {{ s }}.jobs j
+                where j.status = 'pending' and j.type > t.type order by j.type limit 1)
+        from t where t.type is not null
+    )
+    select t.type from t where t.type is not null
+$$;
+
+-- Due jobs of a type (bounded), for a worker deciding whether to wait for rate-limit tokens.
+create function {{ s }}.due_count(p_type text, p_cap int default 1000) returns int
+language sql stable set search_path = '' as $$
+    select count(*)::int from (
+        select 1 from {{ s }}.jobs j
+        where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now() limit p_cap
+    ) due
+$$;
+
+-- ================================================================================================
+-- 7. The public API: rate limits shared by every worker
+-- ================================================================================================
+
+-- Take up to p_want tokens from p_key's bucket now; returns how many were granted (0 .. p_want).
+-- An unknown key grants everything (no limit configured).
+create function {{ s }}.take_tokens(p_key text, p_want int) returns int
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_bucket {{ s }}.rate_limits;
+    v_now timestamptz;
+    v_available float8;
+    v_granted int;
+begin
+    if p_key is null or p_want <= 0 then
+        return greatest(p_want, 0);
+    end if;
+    select * into v_bucket from {{ s }}.rate_limits r where r.key = p_key for update;
+    if not found then
+        return p_want;
+    end if;
+    v_now := clock_timestamp();
+    v_available := least(v_bucket.burst::float8,
+                         v_bucket.tokens + v_bucket.rate * extract(epoch from v_now - v_bucket.updated_at));
+    v_granted := least(p_want, floor(v_available)::int);
+    update {{ s }}.rate_limits r set tokens = v_available - v_granted, updated_at = v_now
+    where r.key = p_key;
+    return v_granted;
+end
+$$;
+
+-- Give back tokens taken but not used (a claim found fewer jobs than it had tokens for).
+create function {{ s }}.return_tokens(p_key text, p_count int) returns void
+language sql volatile set search_path = '' as $$
+    update {{ s }}.rate_limits r set tokens = least(r.burst::float8, r.tokens + p_count)
+    where r.key = p_key and p_count > 0
+$$;
+
+-- How long until p_key's bucket holds one token (zero when it does, or when there is no limit).
+create function {{ s }}.token_wait(p_key text) returns interval
+language sql stable set search_path = '' as $$
+    select coalesce((
+        select make_interval(secs => greatest(0, (1 - least(r.burst::float8,
+                   r.tokens + r.rate * extract(epoch from clock_timestamp() - r.updated_at))) / r.rate))
+        from {{ s }}.rate_limits r where r.key = p_key
+    ), interval '0')
+$$;
+
+-- ================================================================================================
+-- 8. The public API: the worker's URL and signing secret, runtime settings
+-- ================================================================================================
+
+-- A setting's value.
+create function {{ s }}.setting(p_key text) returns jsonb
+language sql stable set search_path = '' as $$
+    select value from {{ s }}.settings where key = p_key
+$$;
+
+-- A secret by jobkit name ('worker_url', 'worker_secret'): Vault's '<schema>_<name>' when Vault is
+-- installed, else the private table. Never logged, never part of any cron command.
+create function {{ s }}.secret(p_name text) returns text
+language plpgsql stable security definer set search_path = '' as $$
+declare
+    v_value text;
+begin
+    if to_regclass('vault.decrypted_secrets') is not null then
+        select d.decrypted_secret into v_value from vault.decrypted_secrets d
+        where d.name = {{ schema | literal }} || '_' || p_name;
+        if v_value is not null then
+            return v_value;
+        end if;
+    end if;
+    select s.value into v_value from {{ s }}.secrets s where s.name = p_name;
+    return v_value;
+end
+$$;
+
+-- Replace the signing secret; the previous one stays valid for p_grace, so running workers see no
+-- failed wake-up while they pick up the new one.
+create function {{ s }}.set_worker_secret(p_secret text, p_grace interval default '10 minutes') returns void
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_old text := {{ s }}.secret('worker_secret');
+begin
+    if p_secret is null or length(p_secret) < 32 then
+        raise exception 'jobkit.set_worker_secret: the secret must have at least 32 characters'
+            using errcode = '22023';
+    end if;
+    if v_old is not null and v_old <> p_secret then
+        perform {{ s }}._put_secret('worker_secret_previous', v_old);
+        update {{ s }}.settings
+        set value = to_jsonb(now() + greatest(coalesce(p_grace, interval '0'), interval '0')), updated_at = now()
+        where key = 'secret_previous_until';
+    end if;
+    perform {{ s }}._put_secret('worker_secret', p_secret);
+end
+$$;
+
+-- A new signing secret generated here, so it never travels as a statement parameter: 366 random
+-- bits from gen_random_uuid()'s strong random source.
+create function {{ s }}.rotate_worker_secret(p_grace interval default '10 minutes') returns void
+language sql volatile security definer set search_path = '' as $$
+    select {{ s }}.set_worker_secret(encode(
+        uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()), 'hex'),
+        p_grace)
+$$;
+
+-- What a worker verifies signatures with: the current secret and, during a rotation's grace
+-- period, the previous one.
+create function {{ s }}.worker_keys() returns table (current_secret text, previous_secret text)
+language sql stable security definer set search_path = '' as $$
+    select {{ s }}.secret('worker_secret'),
+           case when ({{ s }}.setting('secret_previous_until') #>> '{}')::timestamptz > now()
+                then {{ s }}.secret('worker_secret_previous') end
+$$;
+
+-- ================================================================================================
+-- 9. Internals
+-- ================================================================================================
+
+-- HMAC-SHA256 (RFC 2104) with the built-in sha256(): no extension needed.
+create function {{ s }}._hmac(p_key bytea, p_message bytea) returns bytea
+language plpgsql immutable strict set search_path = '' as $$
+declare
+    v_key bytea := p_key;
+    v_inner bytea;
+    v_outer bytea;
+begin
+    if length(v_key) > 64 then
+        v_key := sha256(v_key);
+    end if;
+    v_key := v_key || decode(repeat('00', 64 - length(v_key)), 'hex');
+    v_inner := v_key;
+    v_outer := v_key;
+    for i in 0 .. 63 loop
+        v_inner := set_byte(v_inner, i, get_byte(v_key, i) # 54);   -- 0x36
+        v_outer := set_byte(v_outer, i, get_byte(v_key, i) # 92);   -- 0x5c
+    end loop;
+    return sha256(v_outer || sha256(v_inner || p_message));
+end
+$$;
+
+-- Store a secret: Vault's '<schema>_<name>' when Vault is installed, else the private table.
+create function {{ s }}._put_secret(p_name text, p_value text) returns void
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_vault_name text := {{ schema | literal }} || '_' || p_name;
+    v_id uuid;
+begin
+    if to_regclass('vault.decrypted_secrets') is not null
+       and to_regprocedure('vault.create_secret(text,text,text,uuid)') is not null then
+        select d.id into v_id from vault.decrypted_secrets d where d.name = v_vault_name;
+        if v_id is null then
+            perform vault.create_secret(p_value, v_vault_name, 'jobkit ' || replace(p_name, '_', ' '));
+        else
+            perform vault.update_secret(v_id, p_value);
+        end if;
+        return;
+    end if;
+    insert into {{ s }}.secrets (name, value) values (p_name, p_value)
+    on conflict (name) do update set value = excluded.value, updated_at = now();
+end
+$$;
+
+-- Wake the worker for jobs this transaction made runnable: p_due jobs due now, or (when none is
+-- due) the earliest time p_at at which one becomes due. What was already sent in this transaction
+-- is remembered in a transaction-local setting, so however many enqueue calls or statements a
+-- transaction makes, it sends one wake-up per type, plus one more per batch_size due jobs up to
+-- max_fanout, plus a due-time hint only when it is earlier than the one already sent.
+create function {{ s }}._wake_for(p_type text, p_due bigint, p_at timestamptz) returns void
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_guc constant text := {{ (schema ~ ".wakes") | literal }};
+    v_state jsonb := coalesce(nullif(current_setting(v_guc, true), ''), '{}')::jsonb;
+    v_mine jsonb := coalesce(v_state -> p_type, '[0, 0, null]'::jsonb);
+    v_calls int := (v_mine ->> 0)::int;
+    v_rows bigint := (v_mine ->> 1)::bigint + coalesce(p_due, 0);
+    v_at timestamptz := (v_mine ->> 2)::timestamptz;
+    v_want int;
+begin
+    if not coalesce((select t.wake_on_insert from {{ s }}.job_types t
+                     where t.type in (p_type, '*') order by t.type = '*' limit 1), true) then
+        return;
+    end if;
+    if v_rows > 0 then
+        v_want := least(greatest(({{ s }}.setting('max_fanout'))::int, 1),
+                        ceil(v_rows::numeric / greatest(({{ s }}.setting('batch_size'))::int, 1))::int);
+        if v_want > v_calls then
+            perform {{ s }}._send_wake(p_type, v_want - v_calls);
+            v_calls := v_want;
+        end if;
+    elsif p_at is not null and (v_at is null or p_at < v_at) then
+        perform {{ s }}._send_wake(p_type, 1, p_at);
+        v_at := p_at;
+    end if;
+    perform set_config(v_guc, jsonb_set(v_state, array[p_type],
+                                        jsonb_build_array(v_calls, v_rows, v_at))::text, true);
+end
+$$;
+
+-- Send p_calls wake-ups (p_at: the time the type's next job becomes due) over the configured transport.
+create function {{ s }}._send_wake(p_type text, p_calls int, p_at timestamptz default null) returns int
+language plpgsql volatile security definer set search_path = '' as $$
+begin
+    if ({{ s }}.setting('transport')) #>> '{}' = 'pg_net' then
+        return {{ s }}._wake_http(p_type, p_calls, p_at);
+    end if;
+    -- NOTIFY has no answer to reconcile, so it is not recorded in wakeups; it is delivered at
+    -- commit, and duplicates within a transaction fold into one.
+    perform pg_notify(({{ s }}.setting('channel')) #>> '{}',
+                      case when p_at is null then json_build_object('type', p_type, 'calls', p_calls)
+                           else json_build_object('type', p_type, 'at', extract(epoch from p_at)) end::text);
+    return 1;
+end
+$$;
+
+-- Send p_calls signed wake-ups over pg_net: X-Jobkit-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256
+-- of "<t>.<body>"> with the worker's secret, so that a request read from pg_net's queue (readable by
+-- every role) cannot call the worker after a short window. Each request gets its own nonce.
+create function {{ s }}._wake_http(p_type text, p_calls int, p_at timestamptz default null)
+returns int
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_url text := {{ s }}.secret('worker_url');
+    v_secret text := {{ s }}.secret('worker_secret');
+    v_body jsonb;
+    v_t text;
+    v_request bigint;
+begin
+    if v_url is null or v_secret is null then
+        insert into {{ s }}.wakeups (type, transport, outcome, error, checked_at)
+        values (p_type, 'pg_net', 'failed', 'worker URL or secret not set: run `jobkit secrets set`', now());
+        return 0;
+    end if;
+    v_t := floor(extract(epoch from clock_timestamp()))::bigint::text;
+    for i in 1 .. p_calls loop
+        v_body := jsonb_build_object('type', p_type, 'budget_ms', ({{ s }}.setting('budget_ms'))::int,
+                                     'nonce', gen_random_uuid());
+        if p_at is not null then
+            v_body := v_body || jsonb_build_object('at', extract(epoch from p_at));
+        end if;
+        v_request := net.http_post(
+            url := v_url,
+            body := v_body,
+            params := '{}'::jsonb,
+            headers := jsonb_build_object(
+                'Content-Type', 'application/json',
+                'X-Jobkit-Signature', 't=' || v_t || ',v1=' || encode({{ s }}._hmac(
+                    convert_to(v_secret, 'UTF8'), convert_to(v_t || '.' || v_body::text, 'UTF8')), 'hex')),
+            timeout_milliseconds := ({{ s }}.setting('wake_timeout_ms'))::int
+        );
+        insert into {{ s }}.wakeups (type, transport, request_id) values (p_type, 'pg_net', v_request);
+    end loop;
+    return p_calls;
+exception when others then
+    -- pg_net missing or refusing: record it, never break the caller (an enqueue, a cron tick).
+    insert into {{ s }}.wakeups (type, transport, outcome, error, checked_at)
+    values (p_type, 'pg_net', 'failed', sqlerrm, now());
+    return 0;
+end
+$$;
+
+-- The insert trigger: per statement, per type, the due rows and the earliest future one.
+create function {{ s }}.jobs_wake_on_insert() returns trigger
+language plpgsql security definer set search_path = '' as $$
+declare
+    r record;
+begin
+    for r in
+        select n.type, count(*) filter (where n.scheduled_for <= now()) as due,
+               min(n.scheduled_for) filter (where n.scheduled_for > now()) as at
+        from new_jobs n where n.status = 'pending' group by n.type
+    loop
+        perform {{ s }}._wake_for(r.type, r.due, r.at);
+    end loop;
+    return null;
+end
+$$;
+
+create trigger jobs_wake_on_insert after insert on {{ s }}.jobs
+    referencing new table as new_jobs
+    for each statement execute function {{ s }}.jobs_wake_on_insert();
+
+-- ================================================================================================
+-- 10. Security: nothing for PUBLIC, anon or authenticated; what jobkit's API needs for service_role
+-- ================================================================================================
+alter table {{ s }}.jobs enable row level security;
+alter table {{ s }}.job_attempts enable row level security;
+alter table {{ s }}.job_types enable row level security;
+alter table {{ s }}.rate_limits enable row level security;
+alter table {{ s }}.settings enable row level security;
+alter table {{ s }}.secrets enable row level security;
+alter table {{ s }}.wakeups enable row level security;
+alter table {{ s }}.schedules enable row level security;
+revoke all on all tables in schema {{ s }} from public;
+revoke all on all sequences in schema {{ s }} from public;
+revoke all on all functions in schema {{ s }} from public;
+{% include "grants.sql" %}

@@ -1,0 +1,298 @@
+"""The backend conformance suite: the same lifecycle tests, step by step, against every backend the
+worker can run on — PostgreSQL directly, the Data API (supabase-py over the PostgREST TEST STAND-IN
+serving the real database) and memory. A backend that passes behaves, for the Drainer, like the SQL.
+
+Each test gets a backend configured from one Settings (job type settings and rate limits); for the two
+database backends that Settings is deployed, for memory it is handed to the constructor."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import pytest
+from jobkit.config import Backoff, RateLimitConfig, Settings, TypeConfig
+from jobkit.connector import Database
+from jobkit.exceptions import DatabaseError
+from jobkit.jobs import Failure, NewJob, Status
+from jobkit.schema.deploy import DeployOptions, deploy
+from jobkit.worker.backends import Backend
+from jobkit.worker.backends.memory import MemoryBackend
+from jobkit.worker.backends.postgres import PostgresBackend
+from jobkit.worker.backends.supabase import SupabaseBackend
+from standins.postgrest import create_app, serve
+
+SERVICE_KEY = "eyJhbGciOiJIUzI1NiJ9.eyJyb2xlIjoic2VydmljZV9yb2xlIn0.c2lnbmF0dXJl"
+ANON_KEY = "eyJhbGciOiJIUzI1NiJ9.eyJyb2xlIjoiYW5vbiJ9.c2lnbmF0dXJl"
+API = "jobkit_api"
+LEASE = timedelta(seconds=30)
+T = TypeVar("T")
+pytestmark = pytest.mark.filterwarnings("ignore:The '(timeout|verify)' parameter is deprecated")
+
+SETTINGS = Settings(
+    api_schema=API,
+    types={
+        "capped": TypeConfig(max_attempts=2, backoff=Backoff(base=timedelta(seconds=30), jitter=0.0)),
+        "limited": TypeConfig(rate_limit="api"),
+    },
+    ratelimits={"api": RateLimitConfig(rate=0.01, burst=3)},
+)
+
+Run = Callable[[Callable[[Backend], Awaitable[T]]], T]
+
+
+@pytest.fixture(params=["postgres", "data_api", "memory"])
+def run(request: pytest.FixtureRequest) -> Iterator[Run[Any]]:
+    """Runs an async body against a freshly opened backend of the parametrised kind."""
+    if request.param == "memory":
+        yield _runner(lambda: MemoryBackend(defaults=SETTINGS.defaults, types=SETTINGS.types,
+                                            ratelimits=SETTINGS.ratelimits))
+        return
+    db_url: str = request.getfixturevalue("db_url")
+    settings = Settings(**{**SETTINGS.__dict__, "db_url": db_url})
+    deploy(Database(db_url), settings, DeployOptions(schedules=False), echo=lambda _m: None)
+    if request.param == "postgres":
+        yield _runner(lambda: PostgresBackend(db_url))
+        return
+    app = create_app(db_url, service_key=SERVICE_KEY, anon_key=ANON_KEY, exposed_schemas=[API])
+    with serve(app) as url:
+        yield _runner(lambda: SupabaseBackend(url, SERVICE_KEY, API))
+
+
+def _runner(make: Callable[[], Backend]) -> Run[Any]:
+    def run(body: Callable[[Backend], Awaitable[T]]) -> T:
+        async def main() -> T:
+            backend = make()
+            await backend.open()
+            try:
+                return await body(backend)
+            finally:
+                await backend.close()
+
+        return asyncio.run(main())
+
+    return run
+
+
+async def _status(backend: Backend, job_id: uuid.UUID) -> Status:
+    job = await backend.get(job_id)
+    assert job is not None
+    return job.status
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# ---- enqueue and claim ---------------------------------------------------------------------------
+
+
+def test_enqueue_then_claim_hands_over_the_job(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        job_id = await b.enqueue(NewJob("t", {"n": 1, "s": "é"}, idempotency_key="k1"))
+        assert await _status(b, job_id) == Status.PENDING
+        [claimed] = await b.claim("t", 10, "w1", LEASE)
+        assert (claimed.id, claimed.type, claimed.attempts, claimed.payload, claimed.idempotency_key) == (
+            job_id, "t", 1, {"n": 1, "s": "é"}, "k1")
+        assert claimed.max_attempts == 3  # the defaults' setting
+        job = await b.get(job_id)
+        assert job is not None and job.status == Status.PROCESSING and job.worker_id == "w1"
+        assert job.lease_expires_at is not None and job.lease_expires_at > _now() + timedelta(seconds=20)
+        assert await b.claim("t", 10, "w2", LEASE) == []  # held: nobody else gets it
+
+    run(body)
+
+
+def test_claim_order_limit_and_due_time(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        low = await b.enqueue(NewJob("t", 1, priority=0))
+        high = await b.enqueue(NewJob("t", 2, priority=5))
+        later = await b.enqueue(NewJob("t", 3, run_at=_now() + timedelta(hours=1)))
+        other = await b.enqueue(NewJob("u", 4))
+        assert await b.due_count("t") == 2
+        assert [c.id for c in await b.claim("t", 1, "w", LEASE)] == [high]
+        assert [c.id for c in await b.claim("t", 5, "w", LEASE)] == [low]
+        assert await b.claim("t", 5, "w", LEASE) == []
+        assert await _status(b, later) == Status.PENDING and await _status(b, other) == Status.PENDING
+        wait = await b.next_due("t")
+        assert wait is not None and 3500 < wait <= 3600
+        assert await b.next_due("nothing") is None
+        assert "u" in await b.due_types()
+
+    run(body)
+
+
+def test_two_workers_never_claim_the_same_job(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        ids = await b.enqueue_many([NewJob("t", i) for i in range(20)])
+        assert len(set(ids)) == 20
+        first, second = await asyncio.gather(b.claim("t", 12, "w1", LEASE), b.claim("t", 12, "w2", LEASE))
+        got = [c.id for c in first] + [c.id for c in second]
+        assert sorted(got) == sorted(ids)  # all twenty, each once
+
+    run(body)
+
+
+def test_idempotency_key_enqueues_once(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        a = await b.enqueue(NewJob("t", 1, idempotency_key="same"))
+        again = await b.enqueue(NewJob("t", 2, idempotency_key="same"))
+        assert a == again
+        assert len(await b.claim("t", 10, "w", LEASE)) == 1
+
+    run(body)
+
+
+def test_a_lease_under_five_seconds_is_refused(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        await b.enqueue(NewJob("t", 1))
+        with pytest.raises(DatabaseError):
+            await b.claim("t", 1, "w", timedelta(seconds=1))
+
+    run(body)
+
+
+# ---- complete: fenced by the attempt --------------------------------------------------------------
+
+
+def test_complete_is_fenced_and_stores_the_result(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        job_id = await b.enqueue(NewJob("t", 1))
+        [c] = await b.claim("t", 1, "w", LEASE)
+        assert await b.complete([(job_id, c.attempts + 1, "1")]) == set()  # not this attempt's
+        assert await b.complete([(job_id, c.attempts, json.dumps({"ok": [1, 2]}))]) == {job_id}
+        job = await b.get(job_id)
+        assert job is not None and job.status == Status.COMPLETED and job.result == {"ok": [1, 2]}
+        assert await b.complete([(job_id, c.attempts, "2")]) == set()  # completes once
+        job = await b.get(job_id)
+        assert job is not None and job.result == {"ok": [1, 2]}
+
+    run(body)
+
+
+# ---- fail: retry with backoff, never at once; then failed ------------------------------------------
+
+
+def test_failure_retries_later_then_fails_at_the_limit(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        job_id = await b.enqueue(NewJob("capped", 1))
+        [c] = await b.claim("capped", 1, "w", LEASE)
+        assert c.max_attempts == 2
+        assert await b.fail([Failure(job_id, c.attempts, "boom 1")]) == {job_id: "pending"}
+        job = await b.get(job_id)
+        assert job is not None and job.status == Status.PENDING and job.last_error == "boom 1"
+        assert job.scheduled_for > _now() + timedelta(seconds=25)  # the type's 30 s backoff, not now
+        assert await b.claim("capped", 1, "w", LEASE) == []
+        assert await b.fail([Failure(job_id, c.attempts, "stale")]) == {}  # fenced
+
+    run(body)
+
+
+def test_retry_in_and_permanent_failures(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        soon, doomed = await b.enqueue_many([NewJob("t", 1), NewJob("t", 2)])
+        claimed = {c.id: c for c in await b.claim("t", 2, "w", LEASE)}
+        out = await b.fail([
+            Failure(soon, claimed[soon].attempts, "later", retry_in=timedelta(minutes=10)),
+            Failure(doomed, claimed[doomed].attempts, "never", permanent=True),
+        ])
+        assert out == {soon: "pending", doomed: "failed"}
+        job = await b.get(soon)
+        assert job is not None
+        assert _now() + timedelta(minutes=9) < job.scheduled_for <= _now() + timedelta(minutes=10)
+        job = await b.get(doomed)
+        assert job is not None and job.status == Status.FAILED and job.last_error == "never"
+
+    run(body)
+
+
+def test_attempts_run_out_into_failed(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        job_id = await b.enqueue(NewJob("t", 1, max_attempts=1))
+        [c] = await b.claim("t", 1, "w", LEASE)
+        assert c.max_attempts == 1  # the job's own setting wins
+        assert await b.fail([Failure(job_id, c.attempts, "once")]) == {job_id: "failed"}
+
+    run(body)
+
+
+def test_the_claiming_handlers_max_attempts_applies(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        job_id = await b.enqueue(NewJob("t", 1))
+        [c] = await b.claim("t", 1, "w", LEASE, max_attempts=1)
+        assert c.max_attempts == 1
+        assert await b.fail([Failure(job_id, c.attempts, "x")]) == {job_id: "failed"}
+
+    run(body)
+
+
+# ---- snooze, extend, release -----------------------------------------------------------------------
+
+
+def test_snooze_gives_the_attempt_back(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        job_id = await b.enqueue(NewJob("t", 1))
+        [c] = await b.claim("t", 1, "w", LEASE)
+        assert not await b.snooze(job_id, c.attempts + 1, timedelta(minutes=5))  # fenced
+        assert await b.snooze(job_id, c.attempts, timedelta(minutes=5))
+        job = await b.get(job_id)
+        assert job is not None and job.status == Status.PENDING and job.attempts == 0
+        assert job.scheduled_for > _now() + timedelta(minutes=4)
+
+    run(body)
+
+
+def test_extend_keeps_only_held_leases(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        held, gone = await b.enqueue_many([NewJob("t", 1), NewJob("t", 2)])
+        claimed = {c.id: c for c in await b.claim("t", 2, "w", LEASE)}
+        await b.complete([(gone, claimed[gone].attempts, None)])
+        kept = await b.extend([(held, claimed[held].attempts), (gone, claimed[gone].attempts)],
+                              timedelta(minutes=10))
+        assert kept == {held}
+        job = await b.get(held)
+        assert job is not None and job.lease_expires_at is not None
+        assert job.lease_expires_at > _now() + timedelta(minutes=9)
+        assert await b.extend([(held, claimed[held].attempts + 1)], timedelta(minutes=10)) == set()
+
+    run(body)
+
+
+def test_release_makes_the_job_claimable_now_without_using_an_attempt(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        job_id = await b.enqueue(NewJob("t", 1))
+        [c] = await b.claim("t", 1, "w1", LEASE)
+        assert await b.release([(job_id, c.attempts)]) == {job_id}
+        assert await b.release([(job_id, c.attempts)]) == set()
+        [again] = await b.claim("t", 1, "w2", LEASE)
+        assert again.id == job_id and again.attempts == 1
+
+    run(body)
+
+
+# ---- rate limits ------------------------------------------------------------------------------------
+
+
+def test_rate_limited_claims_take_tokens(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        await b.enqueue_many([NewJob("limited", i) for i in range(10)])
+        assert len(await b.claim("limited", 10, "w", LEASE)) == 3  # the burst
+        assert await b.claim("limited", 10, "w", LEASE) == []
+        assert await b.token_wait("api") > 1.0  # refills at 0.01/s
+        assert await b.take_tokens("api", 5) == 0
+        await b.enqueue(NewJob("t", 1))
+        assert len(await b.claim("t", 1, "w", LEASE, rate_key=None)) == 1  # other keys are free
+
+    run(body)
+
+
+def test_ping_answers(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        await b.ping()
+        assert isinstance(await b.worker_keys(), list)
+
+    run(body)

@@ -1,0 +1,175 @@
+"""`jobkit jobs`: list, show, retry, cancel, purge."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.progress import Progress
+from rich.table import Table
+
+from ..app import database
+from ..durations import parse_duration
+from ..ops import admin as jobsadmin
+from .common import State, console, db_url_option, pass_state
+
+
+@click.group()
+def jobs() -> None:
+    """Look at and act on individual jobs.
+
+    \b
+    Example:
+      jobkit jobs list --status dead --type send_email
+    """
+
+
+@jobs.command("list")
+@click.option("--type", "job_type", help="Only this job type.")
+@click.option("--status", help="pending, processing, completed, failed, dead or cancelled.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_url_option
+@pass_state
+def list_(
+    state: State, job_type: str | None, status: str | None, limit: int, as_json: bool, db_url: str | None
+) -> None:
+    """The newest jobs first.
+
+    \b
+    Example:
+      jobkit jobs list --status failed --limit 20
+    """
+    settings = state.settings(db_url)
+    rows = jobsadmin.list_jobs(database(settings), settings, job_type=job_type, status=status, limit=limit)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    table = Table()
+    for column in ("id", "type", "status", "tries", "prio", "scheduled for", "last error"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(
+            str(r["id"]),
+            r["type"],
+            r["status"],
+            f"{r['attempts']}/{r['max_attempts']}",
+            str(r["priority"]),
+            r["scheduled_for"].strftime("%Y-%m-%d %H:%M:%S"),
+            r["error"],
+        )
+    console().print(table)
+
+
+@jobs.command()
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_url_option
+@pass_state
+def show(state: State, job_id: str, as_json: bool, db_url: str | None) -> None:
+    """A job's payload, result and every attempt with its error.
+
+    \b
+    Example:
+      jobkit jobs show 3f0c5b0e-...
+    """
+    settings = state.settings(db_url)
+    job, attempts = jobsadmin.show(database(settings), settings, jobsadmin.parse_id(job_id))
+    if as_json:
+        click.echo(json.dumps({"job": job.__dict__, "attempts": [a.__dict__ for a in attempts]}, indent=2,
+                              default=str))
+        return
+    out = console()
+    out.print(
+        f"{job.id}  {job.type}  {job.status.value}  attempt {job.attempts}/{job.max_attempts}", markup=False
+    )
+    out.print(f"payload: {json.dumps(job.payload)}", markup=False)
+    out.print(f"result:  {json.dumps(job.result)}", markup=False)
+    for a in attempts:
+        out.print(
+            f"- attempt {a.attempt} on {a.worker_id}: {a.outcome} at {a.finished_at} ({a.duration})",
+            markup=False,
+        )
+        if a.error:
+            out.print("    " + a.error.rstrip().replace("\n", "\n    "), markup=False)
+
+
+@jobs.command()
+@click.argument("job_id", required=False)
+@click.option("--dead", is_flag=True, help="Retry every dead job (of --type).")
+@click.option("--type", "job_type", help="With --dead: only this type.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@db_url_option
+@pass_state
+def retry(
+    state: State, job_id: str | None, dead: bool, job_type: str | None, yes: bool, db_url: str | None
+) -> None:
+    """Run a failed, dead or cancelled job again now (fresh attempts).
+
+    \b
+    Examples:
+      jobkit jobs retry 3f0c5b0e-...
+      jobkit jobs retry --dead --type send_email
+    """
+    if (job_id is None) == (not dead):
+        raise click.UsageError("give a job id, or --dead")
+    settings = state.settings(db_url)
+    db = database(settings)
+    if job_id is not None:
+        jobsadmin.retry_one(db, settings, jobsadmin.parse_id(job_id))
+        click.echo(f"retrying {job_id}")
+        return
+    ids = jobsadmin.dead_ids(db, settings, job_type)
+    if not ids:
+        click.echo("no dead jobs")
+        return
+    if not yes:
+        click.confirm(f"retry {len(ids)} dead job(s)?", abort=True)
+    with Progress(console=console(err=True), transient=True) as bar:
+        task = bar.add_task("retrying", total=len(ids))
+        done = jobsadmin.retry_many(db, settings, ids, lambda n: bar.advance(task, n))
+    click.echo(f"retrying {done} job(s)")
+
+
+@jobs.command()
+@click.argument("job_id")
+@db_url_option
+@pass_state
+def cancel(state: State, job_id: str, db_url: str | None) -> None:
+    """Cancel a pending or processing job.
+
+    \b
+    Example:
+      jobkit jobs cancel 3f0c5b0e-...
+    """
+    settings = state.settings(db_url)
+    jobsadmin.cancel(database(settings), settings, jobsadmin.parse_id(job_id))
+    click.echo(f"cancelled {job_id}")
+
+
+@jobs.command()
+@click.option("--status", required=True, help="completed, dead, cancelled or failed.")
+@click.option("--older-than", required=True, help="e.g. 7d.")
+@click.option("--type", "job_type", help="Only this type.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@db_url_option
+@pass_state
+def purge(
+    state: State, status: str, older_than: str, job_type: str | None, yes: bool, db_url: str | None
+) -> None:
+    """Delete finished jobs and their history, in short batches.
+
+    \b
+    Example:
+      jobkit jobs purge --status completed --older-than 7d --yes
+    """
+    age = parse_duration(older_than, what="--older-than")
+    settings = state.settings(db_url)
+    db = database(settings)
+    count = jobsadmin.purge_count(db, settings, status, age, job_type)
+    if count and not yes:
+        click.confirm(f"delete {count} {status} job(s) older than {older_than}?", abort=True)
+    with Progress(console=console(err=True), transient=True) as bar:
+        task = bar.add_task("purging", total=count)
+        deleted = jobsadmin.purge(db, settings, status, age, job_type, lambda n: bar.advance(task, n))
+    click.echo(f"deleted {deleted} job(s)")

@@ -1,0 +1,168 @@
+"""jobkit's pg_cron jobs: list, add, remove, pause, resume, and deploy's declarative sync.
+
+jobkit touches only cron jobs named with its prefix in its own database, never the user's others.
+pg_cron runs in one database (cron.database_name); when jobkit lives in another one, every job is
+created with cron.schedule_in_database from a session on the cron database.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..config import Settings
+from ..connector import Database, Session
+from ..exceptions import ConfigError, PrerequisiteError
+from ..queries import queries
+from .spec import Version, parse_version, validate
+
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+_MAX_JOBNAME = 63  # pg_cron 1.4 stores jobname as `name`
+
+
+@dataclass(frozen=True)
+class CronSite:
+    """Where jobkit's cron jobs live and what that pg_cron can do."""
+
+    jobkit_database: str
+    cron_database: str
+    version: Version | None
+    prefix: str
+
+
+@dataclass(frozen=True)
+class Desired:
+    """A schedule as jobkit wants it in cron.job, and the database its command runs in (jobkit's,
+    or pg_cron's own for cleaning cron's tables)."""
+
+    name: str
+    schedule: str
+    command: str
+    target: str
+    database: str
+
+
+@dataclass(frozen=True)
+class CronJob:
+    """One of jobkit's rows in cron.job, with its last run."""
+
+    jobid: int
+    name: str
+    schedule: str
+    command: str
+    database: str
+    active: bool
+    last_start: datetime | None
+    last_status: str | None
+    last_message: str | None
+
+
+def check_name(name: str) -> str:
+    if not _NAME_RE.match(name):
+        raise ConfigError(
+            f"schedule name {name!r} is not valid",
+            hint="use 1-40 lower-case letters, digits, _ and -, starting with a letter or digit",
+        )
+    return name
+
+
+class CronJobs:
+    """jobkit's cron jobs for one jobkit database."""
+
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings
+        self.q = queries(settings.schema)
+        self.site = self._site()
+
+    def list(self) -> list[CronJob]:
+        with self._cron_session() as s:
+            rows = s.all(self.q["cron_jobs"], {"prefix": self.site.prefix,
+                                                "databases": [self.site.jobkit_database,
+                                                              self.site.cron_database]})
+        jobs = [_cron_job(r, self.site.prefix) for r in rows]
+        return [j for j in jobs if _NAME_RE.match(j.name)]
+
+    def find(self, name: str) -> CronJob | None:
+        return next((j for j in self.list() if j.name == name), None)
+
+    def create(self, want: Desired) -> int:
+        self._check(want)
+        with self._cron_session() as s:
+            return int(s.scalar(self.q["cron_schedule_in_database"], {
+                "name": self.site.prefix + want.name, "schedule": want.schedule,
+                "command": want.command, "database": want.database}))
+
+    def update(self, job: CronJob, want: Desired) -> None:
+        """Change schedule and command; a paused job stays paused."""
+        self._check(want)
+        self._alter(job.jobid, schedule=want.schedule, command=want.command,
+                    database=want.database)
+
+    def set_active(self, job: CronJob, active: bool) -> None:
+        self._alter(job.jobid, active=active)
+
+    def delete(self, job: CronJob) -> None:
+        with self._cron_session() as s:
+            s.scalar(self.q["cron_unschedule"], {"jobid": job.jobid})
+
+    def _alter(self, jobid: int, **changes: Any) -> None:
+        params = {"jobid": jobid, "schedule": None, "command": None, "active": None,
+                  "database": None, **changes}
+        with self._cron_session() as s:
+            s.execute(self.q["cron_alter_job"], params)
+
+    def _check(self, want: Desired) -> None:
+        check_name(want.name)
+        validate(want.schedule, self.site.version)
+        if len((self.site.prefix + want.name).encode()) > _MAX_JOBNAME:
+            raise ConfigError(
+                f"cron job name {self.site.prefix + want.name!r} is longer than pg_cron's 63 bytes",
+                hint="use a shorter schedule name",
+            )
+
+    def _site(self) -> CronSite:
+        with self.db.session() as s:
+            row = s.one(self.q["cron_site"]) or {}
+        database = str(row["database"])
+        cron_db = row.get("cron_database") or (database if row.get("cron_version") else "postgres")
+        version = parse_version(row.get("cron_version"))
+        if version is None:
+            with self.db.with_dbname(cron_db).session() as s:
+                version = parse_version(s.scalar(self.q["cron_version"]))
+        if version is None:
+            raise PrerequisiteError(
+                f"the pg_cron extension is not created in database {cron_db}",
+                hint=f"run `create extension pg_cron` in {cron_db} "
+                "(on Supabase: enable the Cron integration)",
+            )
+        same = database == cron_db and self.settings.schema == "jobkit"
+        prefix = "jobkit:" if same else f"jobkit:{database}.{self.settings.schema}:"
+        return CronSite(database, cron_db, version, prefix)
+
+    def _cron_session(self) -> Any:
+        target = self.db if self.site.cron_database == self.site.jobkit_database else (
+            self.db.with_dbname(self.site.cron_database))
+        return target.session()
+
+
+def origins(session: Session, settings: Settings) -> dict[str, str]:
+    return {r["name"]: r["origin"] for r in session.all(queries(settings.schema)["schedule_origins"])}
+
+
+def set_origin(session: Session, settings: Settings, name: str, origin: str | None) -> None:
+    q = queries(settings.schema)
+    if origin is None:
+        session.execute(q["schedule_origin_delete"], {"name": name})
+    else:
+        session.execute(q["schedule_origin_set"], {"name": name, "origin": origin})
+
+
+def _cron_job(row: dict[str, Any], prefix: str) -> CronJob:
+    return CronJob(
+        jobid=int(row["jobid"]), name=str(row["jobname"])[len(prefix):], schedule=row["schedule"],
+        command=row["command"], database=row["database"], active=bool(row["active"]),
+        last_start=row["last_start"], last_status=row["last_status"], last_message=row["last_message"],
+    )

@@ -1,0 +1,279 @@
+"""The job lifecycle, spoken once.
+
+Every step is a Statement: a named query of sql/queries/, its parameters in their cheapest form, and
+how to read its rows. The sync ``Lifecycle`` runs them on a Session (operators, enqueue inside the
+caller's transaction, tests); the worker's async PostgresBackend runs the same ones on a pool
+(worker/backends/postgres.py). One name per step:
+
+    enqueue, enqueue_many      a new job; many in one statement
+    claim                      due jobs for a worker, under a lease (FOR UPDATE SKIP LOCKED)
+    complete, fail, snooze     fenced on the attempt: a worker that lost the job changes nothing
+    extend, release            heartbeats; hand claimed jobs back without using an attempt
+    retry, cancel              an operator's verbs
+    sweep_stuck, sweep_dead, prune   the built-in schedules' work
+    get, history               a job, and every attempt of it
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Generic, TypeVar
+from uuid import UUID
+
+from .connector import Row, Session, json_param
+from .jobs import Attempt, Claimed, Done, Failure, Job, NewJob
+from .queries import queries
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Statement(Generic[T]):
+    """One step: its SQL, its parameters, and how to read its rows (tuples, or dicts when
+    ``dicts``; ``binary`` asks for binary results, which decode faster)."""
+
+    sql: str
+    params: Mapping[str, Any]
+    read: Callable[[list[Any]], T]
+    binary: bool = False
+    dicts: bool = False
+
+
+class Statements:
+    """Every lifecycle step as a Statement, for one schema. Pure: no I/O."""
+
+    def __init__(self, schema: str = "jobkit") -> None:
+        self.q = queries(schema)
+
+    def enqueue(self, job: NewJob) -> Statement[UUID]:
+        return Statement(self.q["enqueue"], enqueue_params(job), _first_uuid)
+
+    def enqueue_many(self, jobs: Sequence[NewJob]) -> Statement[list[UUID]]:
+        return Statement(self.q["enqueue_many"], enqueue_many_params(jobs), _column, binary=True)
+
+    def claim(self, job_type: str, limit: int, worker: str, lease: timedelta, rate_key: str | None = None,
+              max_attempts: int | None = None) -> Statement[list[Claimed]]:
+        params = {"type": job_type, "limit": limit, "worker": worker, "lease": lease, "rate_key": rate_key,
+                  "max_attempts": max_attempts}
+        return Statement(self.q["claim_jobs"], params, _claimed, binary=True)
+
+    def complete(self, done: Sequence[Done]) -> Statement[set[UUID]]:
+        return Statement(self.q["complete_jobs"], complete_params(done), _id_set)
+
+    def fail(self, failures: Sequence[Failure]) -> Statement[dict[UUID, str]]:
+        return Statement(self.q["fail_jobs"], fail_params(failures), _id_map)
+
+    def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> Statement[bool]:
+        return Statement(self.q["snooze_job"], {"id": job_id, "attempt": attempt, "delay": delay}, _flag)
+
+    def extend(self, running: Sequence[tuple[UUID, int]], by: timedelta) -> Statement[set[UUID]]:
+        return Statement(self.q["extend_leases"], {**running_params(running), "by": by}, _id_set)
+
+    def release(self, running: Sequence[tuple[UUID, int]]) -> Statement[set[UUID]]:
+        return Statement(self.q["release_jobs"], running_params(running), _id_set)
+
+    def retry(self, job_id: UUID) -> Statement[bool]:
+        return Statement(self.q["retry_job"], {"id": job_id}, _flag)
+
+    def cancel(self, job_id: UUID) -> Statement[bool]:
+        return Statement(self.q["cancel_job"], {"id": job_id}, _flag)
+
+    def sweep_stuck(self) -> Statement[dict[UUID, str]]:
+        return Statement(self.q["sweep_stuck"], {}, _id_map)
+
+    def sweep_dead(self) -> Statement[int]:
+        return Statement(self.q["sweep_dead"], {}, _count)
+
+    def prune(self, older_than: timedelta, batch_size: int = 5000) -> Statement[int]:
+        return Statement(self.q["prune"], {"older_than": older_than, "batch_size": batch_size}, _count)
+
+    def get(self, job_id: UUID) -> Statement[Job | None]:
+        return Statement(self.q["get_job"], {"id": job_id}, _job, dicts=True)
+
+    def history(self, job_id: UUID) -> Statement[list[Attempt]]:
+        return Statement(self.q["job_attempts"], {"id": job_id}, _attempts, dicts=True)
+
+    # What a worker needs besides the steps: rate-limit tokens, what is due, its keys.
+    def take_tokens(self, key: str, want: int) -> Statement[int]:
+        return Statement(self.q["take_tokens"], {"key": key, "want": want}, _count)
+
+    def token_wait(self, key: str) -> Statement[float]:
+        return Statement(self.q["token_wait"], {"key": key}, _seconds)
+
+    def due_count(self, job_type: str) -> Statement[int]:
+        return Statement(self.q["due_count"], {"type": job_type}, _count)
+
+    def due_types(self) -> Statement[list[str]]:
+        return Statement(self.q["due_types"], {}, _column)
+
+    def next_due(self, job_type: str) -> Statement[float | None]:
+        return Statement(self.q["next_due"], {"type": job_type}, _maybe_seconds)
+
+    def worker_keys(self) -> Statement[list[str]]:
+        return Statement(self.q["worker_keys"], {}, _keys)
+
+    def ping(self) -> Statement[None]:
+        return Statement(self.q["ping"], {}, _nothing)
+
+
+class Lifecycle:
+    """The lifecycle on one Session: each step one statement (its effects are part of the session's
+    transaction when it is in one)."""
+
+    def __init__(self, session: Session, schema: str = "jobkit") -> None:
+        self.session = session
+        self.sql = Statements(schema)
+
+    def enqueue(self, job: NewJob) -> UUID:
+        return self.session.run(self.sql.enqueue(job))
+
+    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[UUID]:
+        return self.session.run(self.sql.enqueue_many(jobs)) if jobs else []
+
+    def claim(self, job_type: str, limit: int, worker: str, lease: timedelta, rate_key: str | None = None,
+              max_attempts: int | None = None) -> list[Claimed]:
+        return self.session.run(self.sql.claim(job_type, limit, worker, lease, rate_key, max_attempts))
+
+    def complete(self, done: Sequence[Done]) -> set[UUID]:
+        return self.session.run(self.sql.complete(done))
+
+    def fail(self, failures: Sequence[Failure]) -> dict[UUID, str]:
+        return self.session.run(self.sql.fail(failures))
+
+    def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> bool:
+        return self.session.run(self.sql.snooze(job_id, attempt, delay))
+
+    def extend(self, running: Sequence[tuple[UUID, int]], by: timedelta) -> set[UUID]:
+        return self.session.run(self.sql.extend(running, by))
+
+    def release(self, running: Sequence[tuple[UUID, int]]) -> set[UUID]:
+        return self.session.run(self.sql.release(running))
+
+    def retry(self, job_id: UUID) -> bool:
+        return self.session.run(self.sql.retry(job_id))
+
+    def cancel(self, job_id: UUID) -> bool:
+        return self.session.run(self.sql.cancel(job_id))
+
+    def sweep_stuck(self) -> dict[UUID, str]:
+        return self.session.run(self.sql.sweep_stuck())
+
+    def sweep_dead(self) -> int:
+        return self.session.run(self.sql.sweep_dead())
+
+    def prune(self, older_than: timedelta, batch_size: int = 5000) -> int:
+        return self.session.run(self.sql.prune(older_than, batch_size))
+
+    def get(self, job_id: UUID) -> Job | None:
+        return self.session.run(self.sql.get(job_id))
+
+    def history(self, job_id: UUID) -> list[Attempt]:
+        return self.session.run(self.sql.history(job_id))
+
+
+# ---- parameters in their cheapest form ------------------------------------------------------------
+
+def enqueue_params(job: NewJob) -> dict[str, Any]:
+    return {
+        "type": job.type, "payload": json_param(job.payload), "priority": job.priority or 0,
+        "run_at": job.run_at, "delay": job.delay, "max_attempts": job.max_attempts,
+        "idempotency_key": job.idempotency_key,
+    }
+
+
+def enqueue_many_params(jobs: Sequence[NewJob]) -> dict[str, Any]:
+    """Payloads and types travel as JSON (one encode, no per-element array quoting; one type
+    for all travels as one string); a column that is all defaults travels as a single NULL."""
+    types = [j.type for j in jobs]
+    return {
+        "types": json_param(types[0] if types and types.count(types[0]) == len(types) else types),
+        "payloads": json_param([j.payload for j in jobs]),
+        "priorities": _nullable([j.priority for j in jobs]), "run_ats": _nullable([j.run_at for j in jobs]),
+        "delays": _nullable([j.delay for j in jobs]),
+        "max_attempts": _nullable([j.max_attempts for j in jobs]),
+        "idempotency_keys": _nullable([j.idempotency_key for j in jobs]),
+    }
+
+
+def complete_params(done: Sequence[Done]) -> dict[str, Any]:
+    """Ids and attempts as one array literal each, the results (JSON text, encoded once by the
+    worker) joined into one JSON array (psycopg's per-element array dumping costs about 3 us an
+    element). All-null results travel as one NULL."""
+    results = [d[2] for d in done]
+    joined = None if all(r is None for r in results) else (
+        "[" + ",".join("null" if r is None else r for r in results) + "]")
+    return {**running_params([(d[0], d[1]) for d in done]), "results": joined}
+
+
+def running_params(running: Sequence[tuple[UUID, int]]) -> dict[str, str]:
+    """(id, attempt) pairs as two array literals; uuids and ints need no quoting."""
+    return {"ids": "{" + ",".join(str(r[0]) for r in running) + "}",
+            "attempts": "{" + ",".join(str(int(r[1])) for r in running) + "}"}
+
+
+def fail_params(failures: Sequence[Failure]) -> dict[str, Any]:
+    return {
+        "ids": [f.id for f in failures], "attempts": [f.attempt for f in failures],
+        "errors": [f.error for f in failures], "retry_in": [f.retry_in for f in failures],
+        "permanent": [f.permanent for f in failures],
+    }
+
+
+def _nullable(values: list[Any]) -> list[Any] | None:
+    return None if all(v is None for v in values) else values
+
+
+# ---- reading rows -----------------------------------------------------------------------------------
+
+def _first_uuid(rows: list[tuple[Any, ...]]) -> UUID:
+    return UUID(str(rows[0][0]))
+
+
+def _column(rows: list[tuple[Any, ...]]) -> list[Any]:
+    return [r[0] for r in rows]
+
+
+def _claimed(rows: list[tuple[Any, ...]]) -> list[Claimed]:
+    return [Claimed._make(r) for r in rows]
+
+
+def _id_set(rows: list[tuple[Any, ...]]) -> set[UUID]:
+    return {r[0] for r in rows}
+
+
+def _id_map(rows: list[tuple[Any, ...]]) -> dict[UUID, str]:
+    return {r[0]: r[1] for r in rows}
+
+
+def _flag(rows: list[tuple[Any, ...]]) -> bool:
+    return bool(rows and rows[0][0])
+
+
+def _count(rows: list[tuple[Any, ...]]) -> int:
+    return int(rows[0][0] or 0) if rows else 0
+
+
+def _seconds(rows: list[tuple[Any, ...]]) -> float:
+    return float(rows[0][0] or 0.0) if rows else 0.0
+
+
+def _maybe_seconds(rows: list[tuple[Any, ...]]) -> float | None:
+    return None if not rows or rows[0][0] is None else float(rows[0][0])
+
+
+def _keys(rows: list[tuple[Any, ...]]) -> list[str]:
+    return [str(v) for v in (rows[0] if rows else ()) if v is not None]
+
+
+def _nothing(_rows: list[Any]) -> None:
+    return None
+
+
+def _job(rows: list[Row]) -> Job | None:
+    return Job.from_row(rows[0]) if rows else None
+
+
+def _attempts(rows: list[Row]) -> list[Attempt]:
+    return [Attempt(**r) for r in rows]

@@ -1,0 +1,126 @@
+"""`jobkit jobs`: look at jobs, retry, cancel and purge them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+from ..config import Settings
+from ..connector import Database
+from ..exceptions import ConfigError
+from ..jobs import Attempt, Job, Status
+from ..lifecycle import Lifecycle
+from ..queries import queries
+
+PURGEABLE = ("completed", "dead", "cancelled", "failed")
+
+
+def parse_id(text: str) -> UUID:
+    try:
+        return UUID(text)
+    except ValueError:
+        raise ConfigError(
+            f"{text!r} is not a job id", hint="job ids are UUIDs; see `jobkit jobs list`"
+        ) from None
+
+
+def list_jobs(
+    db: Database, settings: Settings, *, job_type: str | None, status: str | None, limit: int
+) -> list[dict[str, Any]]:
+    if status is not None and status not in {s.value for s in Status}:
+        raise ConfigError(f"unknown status {status!r}", hint=f"one of {', '.join(s.value for s in Status)}")
+    with db.session() as s:
+        return s.all(
+            queries(settings.schema)["jobs_list"], {"type": job_type, "status": status, "limit": limit}
+        )
+
+
+def show(db: Database, settings: Settings, job_id: UUID) -> tuple[Job, list[Attempt]]:
+    with db.session() as s:
+        manager = Lifecycle(s, settings.schema)
+        return _existing(manager, job_id), manager.history(job_id)
+
+
+def retry_one(db: Database, settings: Settings, job_id: UUID) -> None:
+    with db.session() as s:
+        manager = Lifecycle(s, settings.schema)
+        job = _existing(manager, job_id)
+        if not manager.retry(job_id):
+            raise ConfigError(
+                f"job {job_id} is {job.status.value}: only failed, dead or cancelled jobs retry"
+            )
+
+
+def dead_ids(db: Database, settings: Settings, job_type: str | None) -> list[UUID]:
+    with db.session() as s:
+        rows = s.all(queries(settings.schema)["jobs_ids"], {"status": "dead", "type": job_type})
+    return [r["id"] for r in rows]
+
+
+def retry_many(db: Database, settings: Settings, ids: Iterable[UUID], progress: Callable[[int], None]) -> int:
+    done = 0
+    with db.session() as s:
+        manager = Lifecycle(s, settings.schema)
+        for job_id in ids:
+            done += manager.retry(job_id)
+            progress(1)
+    return done
+
+
+def cancel(db: Database, settings: Settings, job_id: UUID) -> None:
+    with db.session() as s:
+        manager = Lifecycle(s, settings.schema)
+        job = _existing(manager, job_id)
+        if not manager.cancel(job_id):
+            raise ConfigError(
+                f"job {job_id} is {job.status.value}: only pending or processing jobs cancel"
+            )
+
+
+def purge_count(
+    db: Database, settings: Settings, status: str, older_than: timedelta, job_type: str | None
+) -> int:
+    _check_purgeable(status)
+    with db.session() as s:
+        return int(
+            s.scalar(
+                queries(settings.schema)["jobs_purge_count"],
+                {"status": status, "older_than": older_than, "type": job_type},
+            )
+        )
+
+
+def purge(
+    db: Database,
+    settings: Settings,
+    status: str,
+    older_than: timedelta,
+    job_type: str | None,
+    progress: Callable[[int], None],
+    batch: int = 5000,
+) -> int:
+    """Delete in batches (short transactions, locked rows skipped); returns how many."""
+    _check_purgeable(status)
+    total = 0
+    params = {"status": status, "older_than": older_than, "type": job_type, "batch": batch}
+    with db.session() as s:
+        while True:
+            deleted = int(s.scalar(queries(settings.schema)["jobs_purge_batch"], params))
+            total += deleted
+            progress(deleted)
+            if deleted < batch:
+                return total
+
+
+def _check_purgeable(status: str) -> None:
+    if status not in PURGEABLE:
+        raise ConfigError(f"cannot purge {status} jobs", hint=f"purge one of: {', '.join(PURGEABLE)}")
+
+
+def _existing(manager: Lifecycle, job_id: UUID) -> Job:
+    job = manager.get(job_id)
+    if job is None:
+        raise ConfigError(f"no job {job_id}", hint="see `jobkit jobs list`")
+    return job

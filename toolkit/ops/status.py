@@ -1,0 +1,62 @@
+"""`jobkit status`: the queue per type, wake-up health and the schedules, as data."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..config import Settings
+from ..connector import Database
+from ..cron import schedules as scheduling
+from ..queries import queries
+
+
+@dataclass
+class TypeStatus:
+    type: str
+    runnable: int = 0
+    scheduled: int = 0
+    processing: int = 0
+    completed_1h: int = 0
+    failed_1h: int = 0  # failed attempts (retried or final) in the last hour
+    dead_1h: int = 0
+    oldest_runnable_s: float | None = None
+    per_minute: float = 0.0  # completions per minute over the last 5 minutes
+
+
+@dataclass
+class Status:
+    types: list[TypeStatus] = field(default_factory=list)
+    wakeups: dict[str, dict[str, int]] = field(default_factory=dict)  # type -> outcome -> count
+    schedules: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def collect(db: Database, settings: Settings, *, with_schedules: bool = True) -> Status:
+    q = queries(settings.schema)
+    with db.session() as s:
+        failures = {r["type"]: int(r["failed_1h"]) for r in s.all(q["status_failures"])}
+        types = [_type_status(r, failures) for r in s.all(q["status_types"])]
+        wakeups: dict[str, dict[str, int]] = {}
+        for r in s.all(q["status_wakeups"]):
+            wakeups.setdefault(r["type"], {})[r["outcome"]] = int(r["n"])
+    status = Status(types=types, wakeups=wakeups)
+    if with_schedules:
+        status.schedules = [
+            {"name": r.name, "schedule": r.schedule, "active": r.active, "last_status": r.last_status,
+             "last_run": r.last_start.isoformat() if r.last_start else None,
+             "next_run": r.next_run.isoformat() if r.next_run else None}
+            for r in scheduling.rows(db, settings)
+        ]
+    return status
+
+
+def _type_status(row: dict[str, Any], failures: dict[str, int]) -> TypeStatus:
+    return TypeStatus(
+        type=row["type"], runnable=int(row["runnable"]), scheduled=int(row["scheduled"]),
+        processing=int(row["processing"]), completed_1h=int(row["completed_1h"]),
+        failed_1h=failures.get(row["type"], 0), dead_1h=int(row["dead_1h"]),
+        oldest_runnable_s=row["oldest_runnable_s"], per_minute=round(int(row["completed_5m"]) / 5, 1),
+    )

@@ -1,0 +1,191 @@
+"""`jobkit deploy`: check the server, take the deploy lock, apply pending migrations, sync settings."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from ..config import Settings
+from ..connector import Database, Session
+from ..cron import schedules as scheduling
+from ..exceptions import DeployError, DriftError, PrerequisiteError
+from ..queries import queries
+from . import sync
+from .migrations import Plan, applied_migrations, apply, plan
+from .render import render_api, render_migrations, render_unit
+
+Echo = Callable[[str], None]
+
+
+@dataclass
+class DeployReport:
+    """What a deploy did (or, with dry_run, would do)."""
+
+    applied: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    types_changed: list[str] = field(default_factory=list)
+    settings_changed: list[str] = field(default_factory=list)
+    schedules_changed: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    head: str | None = None
+    sql: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.applied or self.types_changed or self.settings_changed or self.schedules_changed)
+
+
+@dataclass(frozen=True)
+class DeployOptions:
+    dry_run: bool = False
+    check: bool = False
+    schedules: bool = True
+    lock_wait: timedelta = timedelta(minutes=5)
+    lock_timeout: timedelta = timedelta(seconds=10)
+    extra_migrations: Sequence[Path] = ()
+
+
+def deploy(
+    db: Database, settings: Settings, options: DeployOptions = DeployOptions(), echo: Echo = print
+) -> DeployReport:
+    """Bring the database to this jobkit's head: migrations, then type settings, runtime settings and
+    schedules. With ``check``, raise DriftError (exit 3) instead when anything differs."""
+    local = render_migrations(settings, options.extra_migrations)
+    with db.session() as session:
+        check_prerequisites(session, settings)
+        with _deploy_lock(session, settings, options.lock_wait, echo):
+            the_plan = plan(local, applied_migrations(session, settings))
+            report = DeployReport(pending=[_label(m) for m in the_plan.pending], head=the_plan.head)
+            if options.check or options.dry_run:
+                if not the_plan.pending and the_plan.head is not None:
+                    _compare_data(db, session, settings, options, report, apply=False)
+                if options.check:
+                    _raise_if_drift(the_plan, report)
+                else:
+                    _refuse_conflicts(the_plan)
+                    report.sql = "\n".join(render_unit(settings, m) for m in the_plan.pending)
+                return report
+            _refuse_conflicts(the_plan)
+            for migration in the_plan.pending:
+                report.notices += apply(session, settings, migration, lock_timeout=options.lock_timeout)
+                report.applied.append(_label(migration))
+                report.head = migration.version
+            _compare_data(db, session, settings, options, report, apply=True)
+    return report
+
+
+def _compare_data(db: Database, session: Session, settings: Settings, options: DeployOptions,
+                  report: DeployReport, *, apply: bool) -> None:
+    types = sync.type_diff(session, settings)
+    runtime = sync.runtime_diff(session, settings)
+    limits = sync.ratelimit_diff(session, settings)
+    report.types_changed = sorted(types)
+    report.settings_changed = sync.describe(runtime) + [f"ratelimit {k}" for k in sorted(limits)]
+    if apply:
+        sync.apply_types(session, settings, types)
+        sync.apply_runtime(session, settings, runtime)
+        sync.apply_ratelimits(session, settings, limits)
+        api = render_api(settings)
+        if api:
+            session.script(api)
+    if options.schedules:
+        report.schedules_changed = scheduling.sync(db, settings, apply=apply).lines()
+
+
+def check_prerequisites(session: Session, settings: Settings) -> dict[str, Any]:
+    """Fail early, with the fix, when the server cannot host jobkit."""
+    info = session.one(queries(settings.schema)["server_info"], {"schema": settings.schema}) or {}
+    if not info.get("cron_available"):
+        raise PrerequisiteError(
+            "pg_cron is not installed on this server",
+            hint="on Supabase enable the Cron integration; on Debian apt-get install postgresql-15-cron",
+        )
+    if info.get("can_read_settings") and info.get("cron_database") is None:
+        raise PrerequisiteError(
+            "pg_cron is installed but not loaded (shared_preload_libraries lacks pg_cron)",
+            hint="add pg_cron to shared_preload_libraries, set cron.database_name, restart PostgreSQL "
+            "(on Supabase: enable the Cron integration)",
+        )
+    owner = info.get("schema_owner")
+    if owner is None and not info.get("can_create"):
+        raise PrerequisiteError(
+            f"role {info.get('user_name')} cannot create schemas in database {info.get('database')}",
+            hint="connect as the database owner (on Supabase: postgres) or GRANT CREATE ON DATABASE",
+        )
+    if owner is not None and owner != info.get("user_name") and not info.get("is_superuser"):
+        raise PrerequisiteError(
+            f"schema {settings.schema} is owned by {owner}, not by {info.get('user_name')}",
+            hint=f"connect as {owner}, the role that deployed jobkit",
+        )
+    return info
+
+
+def _refuse_conflicts(the_plan: Plan) -> None:
+    if the_plan.unknown:
+        versions = ", ".join(a.version for a in the_plan.unknown)
+        raise DeployError(
+            f"the database has jobkit migrations this version does not know ({versions})",
+            hint="upgrade jobkit (pip install -U jobkit) to the version that deployed them",
+        )
+    if the_plan.changed:
+        applied, local = the_plan.changed[0]
+        raise DriftError(
+            f"migration {applied.version}_{applied.name} was applied with a different checksum "
+            f"({applied.checksum[:12]} in the database, {local.checksum[:12]} here)",
+            hint="deploy with the same jobkit version and schema setting that applied it",
+        )
+
+
+def _raise_if_drift(the_plan: Plan, report: DeployReport) -> None:
+    problems = []
+    if the_plan.pending:
+        problems.append(f"{len(the_plan.pending)} pending migration(s): {', '.join(report.pending)}")
+    for applied, local in the_plan.changed:
+        problems.append(
+            f"migration {applied.version}_{applied.name} was applied with checksum "
+            f"{applied.checksum[:12]}, this jobkit has {local.checksum[:12]}"
+        )
+    if the_plan.unknown:
+        problems.append(
+            "the database has migrations this jobkit does not know: "
+            + ", ".join(a.version for a in the_plan.unknown)
+        )
+    if report.types_changed:
+        problems.append("job type settings differ from jobkit.toml: " + ", ".join(report.types_changed))
+    if report.settings_changed:
+        problems.append("runtime settings differ: " + ", ".join(report.settings_changed))
+    if report.schedules_changed:
+        problems.append("schedules differ: " + "; ".join(report.schedules_changed))
+    if problems:
+        raise DriftError("database drift: " + "; ".join(problems))
+
+
+@contextmanager
+def _deploy_lock(session: Session, settings: Settings, wait: timedelta, echo: Echo) -> Iterator[None]:
+    q = queries(settings.schema)
+    key = {"key": f"jobkit:deploy:{settings.schema}"}
+    deadline = time.monotonic() + wait.total_seconds()
+    announced = False
+    while not session.scalar(q["deploy_try_lock"], key):
+        if time.monotonic() > deadline:
+            raise DeployError(
+                "another jobkit deploy held the deploy lock for too long",
+                hint="wait for it to finish (see pg_stat_activity) and run `jobkit deploy` again",
+            )
+        if not announced:
+            echo("waiting for another jobkit deploy to finish...")
+            announced = True
+        time.sleep(0.2)
+    try:
+        yield
+    finally:
+        session.scalar(q["deploy_unlock"], key)
+
+
+def _label(migration: Any) -> str:
+    return f"{migration.version}_{migration.name}"

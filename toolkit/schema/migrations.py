@@ -1,0 +1,100 @@
+"""Versioned migrations: what is applied, what is pending, and applying one atomically.
+
+:func:`plan` is a pure diff of the packaged migrations against the database's history table. Each
+migration is applied in its own transaction together with its history row, so a failure leaves
+nothing of it behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from ..config import Settings
+from ..connector import Session
+from ..durations import format_duration
+from ..exceptions import DatabaseError, DeployError
+from ..queries import queries
+from .render import Migration, render_unit
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A history row."""
+
+    version: str
+    name: str
+    checksum: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The difference between the local migrations and the database."""
+
+    pending: list[Migration] = field(default_factory=list)
+    changed: list[tuple[Applied, Migration]] = field(default_factory=list)
+    unknown: list[Applied] = field(default_factory=list)
+    head: str | None = None
+
+    @property
+    def up_to_date(self) -> bool:
+        return not (self.pending or self.changed)
+
+
+def plan(local: Sequence[Migration], applied: Sequence[Applied]) -> Plan:
+    """Which local migrations are pending, which applied ones changed, which the database has extra."""
+    by_version = {a.version: a for a in applied}
+    known = {m.version for m in local}
+    pending = [m for m in local if m.version not in by_version]
+    changed = [
+        (by_version[m.version], m)
+        for m in local
+        if m.version in by_version and by_version[m.version].checksum != m.checksum
+    ]
+    unknown = [a for a in applied if a.version not in known]
+    head = max(by_version) if by_version else None
+    return Plan(pending=pending, changed=changed, unknown=unknown, head=head)
+
+
+def applied_migrations(session: Session, settings: Settings) -> list[Applied]:
+    """The history table's rows; none when jobkit was never deployed here."""
+    q = queries(settings.schema)
+    table = f"{settings.schema}.schema_migrations"
+    if not session.scalar(q["migration_table_exists"], {"table": table}):
+        return []
+    return [
+        Applied(r["version"], r["name"], r["checksum"])
+        for r in session.all(q["applied_migrations"])
+    ]
+
+
+def apply(
+    session: Session, settings: Settings, migration: Migration, *, lock_timeout: timedelta
+) -> list[str]:
+    """Apply one migration and record it, in one transaction. Returns the server's notices."""
+    q = queries(settings.schema)
+    session.notices.clear()
+    try:
+        with session.transaction():
+            session.execute(q["set_local_lock_timeout"], {"timeout": _ms(lock_timeout)})
+            session.script(render_unit(settings, migration))
+    except DatabaseError as exc:
+        raise DeployError(
+            f"migration {migration.version}_{migration.name} failed and was rolled back: {exc.message}",
+            hint=_deploy_hint(exc, lock_timeout),
+        ) from exc
+    return [n for n in session.notices if n.startswith("jobkit:")]
+
+
+def _deploy_hint(exc: DatabaseError, lock_timeout: timedelta) -> str:
+    if "lock timeout" in exc.message:
+        return (
+            f"another session held a lock for more than {format_duration(lock_timeout)}; "
+            "retry when the database is quieter"
+        )
+    return exc.hint or "nothing was changed; fix the cause above and run `jobkit deploy` again"
+
+
+def _ms(value: timedelta) -> str:
+    return f"{int(value.total_seconds() * 1000)}ms"

@@ -1,0 +1,60 @@
+"""`jobkit render --supabase`: jobkit's migrations as Supabase CLI migration files.
+
+Each file records which jobkit migrations it holds in ``-- jobkit-migration: <version> <sha256>``
+lines; a new file holds only the ones no earlier file has, so rendering twice adds nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..config import Settings
+from ..exceptions import ConfigError
+from .render import Migration, render_migrations, render_script
+
+_MARK_RE = re.compile(r"^-- jobkit-migration: (\d{4}) ([0-9a-f]{64})$", re.MULTILINE)
+
+
+def existing_migrations(migrations_dir: Path) -> dict[str, tuple[str, Path]]:
+    """version -> (checksum, file) for every jobkit migration already in the folder."""
+    found: dict[str, tuple[str, Path]] = {}
+    for path in sorted(migrations_dir.glob("*.sql")):
+        for version, checksum in _MARK_RE.findall(path.read_text(encoding="utf-8")):
+            found[version] = (checksum, path)
+    return found
+
+
+def write_migration(
+    settings: Settings, project_dir: Path, *, now: datetime | None = None, name: str = "jobkit"
+) -> Path | None:
+    """Write the pending jobkit migrations as one new file; None when there is nothing new."""
+    folder = project_dir / "migrations"
+    folder.mkdir(parents=True, exist_ok=True)
+    have = existing_migrations(folder)
+    pending = _pending(render_migrations(settings), have)
+    if not pending:
+        return None
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d%H%M%S")
+    path = folder / f"{stamp}_{name}_{pending[-1].version}.sql"
+    path.write_text(_file_text(settings, pending), encoding="utf-8")
+    return path
+
+
+def _pending(local: list[Migration], have: dict[str, tuple[str, Path]]) -> list[Migration]:
+    for migration in local:
+        if migration.version in have and have[migration.version][0] != migration.checksum:
+            checksum, path = have[migration.version]
+            raise ConfigError(
+                f"{path} holds jobkit migration {migration.version} rendered differently "
+                f"(checksum {checksum[:12]}, now {migration.checksum[:12]})",
+                hint="the schema setting changed since it was written: keep the old setting, "
+                "or start a new Supabase project",
+            )
+    return [m for m in local if m.version not in have]
+
+
+def _file_text(settings: Settings, pending: list[Migration]) -> str:
+    marks = "".join(f"-- jobkit-migration: {m.version} {m.checksum}\n" for m in pending)
+    return marks + render_script(settings, pending, transaction=False)

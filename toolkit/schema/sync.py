@@ -1,0 +1,101 @@
+"""The data deploy keeps in step with jobkit.toml: job type settings and runtime settings.
+
+Both are rows, not migrations, so changing jobkit.toml never changes a migration's checksum.
+Each ``*_diff`` returns only what differs, so a second deploy writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..config import Settings, TypeConfig
+from ..connector import Session, json_param
+from ..queries import queries
+
+Diff = dict[str, Any]
+
+
+def type_diff(session: Session, settings: Settings) -> Diff:
+    """type -> desired row (None = delete) for every type whose stored settings differ."""
+    current = {r["type"]: r for r in session.all(queries(settings.schema)["job_types_all"])}
+    desired = {"*": _type_row("*", settings.defaults)}
+    desired.update({name: _type_row(name, cfg) for name, cfg in settings.types.items()})
+    diff: Diff = {name: row for name, row in desired.items() if current.get(name) != row}
+    diff.update({name: None for name in current if name not in desired})
+    return diff
+
+
+def apply_types(session: Session, settings: Settings, diff: Diff) -> None:
+    q = queries(settings.schema)
+    with session.transaction():
+        for name, row in sorted(diff.items()):
+            if row is None:
+                session.execute(q["job_type_delete"], {"type": name})
+            else:
+                session.execute(q["job_type_upsert"], row)
+
+
+def ratelimit_diff(session: Session, settings: Settings) -> Diff:
+    """key -> (rate, burst) for every declared rate limit that is missing or different. Rate
+    limits declared nowhere stay (they may come from `jobkit ratelimit set`)."""
+    rows = session.all(queries(settings.schema)["ratelimits_all"])
+    current = {r["key"]: (r["rate"], r["burst"]) for r in rows}
+    return {key: (cfg.rate, cfg.burst) for key, cfg in settings.ratelimits.items()
+            if current.get(key) != (cfg.rate, cfg.burst)}
+
+
+def apply_ratelimits(session: Session, settings: Settings, diff: Diff) -> None:
+    q = queries(settings.schema)
+    with session.transaction():
+        for key, (rate, burst) in sorted(diff.items()):
+            session.execute(q["ratelimit_upsert"], {"key": key, "rate": rate, "burst": burst})
+
+
+def runtime_diff(session: Session, settings: Settings) -> Diff:
+    """setting key -> desired value for every runtime setting that differs."""
+    q = queries(settings.schema)
+    current = {r["key"]: r["value"] for r in session.all(q["settings_all"])}
+    desired = _runtime(settings, transport=resolve_transport(session, settings))
+    return {key: value for key, value in desired.items() if current.get(key) != value}
+
+
+def apply_runtime(session: Session, settings: Settings, diff: Diff) -> None:
+    q = queries(settings.schema)
+    with session.transaction():
+        for key, value in sorted(diff.items()):
+            session.execute(q["setting_upsert"], {"key": key, "value": json_param(value)})
+
+
+def resolve_transport(session: Session, settings: Settings) -> str:
+    """``auto`` becomes pg_net when net.http_post exists in this database, else notify."""
+    if settings.wake.transport != "auto":
+        return settings.wake.transport
+    has_net = session.scalar(queries(settings.schema)["pg_net_available"])
+    return "pg_net" if has_net else "notify"
+
+
+def describe(diff: Diff) -> list[str]:
+    return [f"{key}={json.dumps(value)}" if not isinstance(value, dict) else key
+            for key, value in sorted(diff.items())]
+
+
+def _runtime(settings: Settings, *, transport: str) -> dict[str, Any]:
+    wake = settings.wake
+    return {
+        "transport": transport,
+        "wake_timeout_ms": int(wake.timeout.total_seconds() * 1000),
+        "max_fanout": wake.max_fanout,
+        "batch_size": wake.batch_size,
+        "budget_ms": int(wake.budget.total_seconds() * 1000),
+        "channel": f"{settings.schema}_wake",
+    }
+
+
+def _type_row(name: str, cfg: TypeConfig) -> dict[str, Any]:
+    return {
+        "type": name, "max_attempts": cfg.max_attempts, "lease": cfg.lease,
+        "backoff_base": cfg.backoff.base, "backoff_factor": cfg.backoff.factor,
+        "backoff_cap": cfg.backoff.cap, "backoff_jitter": cfg.backoff.jitter,
+        "wake_on_insert": cfg.wake_on_insert, "rate_limit": cfg.rate_limit,
+    }

@@ -1,0 +1,63 @@
+"""Where the worker's lifecycle calls go, each one round trip: the database directly (postgres.py, the
+fast default: lifecycle.py's Statements on a pool), Supabase's Data API through supabase-py
+(supabase.py: the same steps as RPCs), or memory (memory.py: the same semantics in Python, for fast
+unit tests of the Drainer and for users' own tests). All three pass tests/integration's conformance
+suite. The step names are lifecycle.py's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Protocol
+from uuid import UUID
+
+from ...jobs import Claimed, Done, Failure, Job, NewJob
+
+
+class Backend(Protocol):
+    """The job lifecycle as the worker needs it (async)."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def enqueue(self, job: NewJob) -> UUID: ...
+
+    async def enqueue_many(self, jobs: Sequence[NewJob]) -> list[UUID]: ...
+
+    async def claim(self, job_type: str, limit: int, worker: str, lease: timedelta,
+                    rate_key: str | None = None, max_attempts: int | None = None) -> list[Claimed]: ...
+
+    async def complete(self, done: Sequence[Done]) -> set[UUID]: ...
+
+    async def fail(self, failures: Sequence[Failure]) -> dict[UUID, str]: ...
+
+    async def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> bool: ...
+
+    async def extend(self, running: Sequence[tuple[UUID, int]], by: timedelta) -> set[UUID]: ...
+
+    async def release(self, running: Sequence[tuple[UUID, int]]) -> set[UUID]: ...
+
+    async def get(self, job_id: UUID) -> Job | None: ...
+
+    async def take_tokens(self, key: str, want: int) -> int: ...
+
+    async def token_wait(self, key: str) -> float: ...
+
+    async def due_count(self, job_type: str) -> int: ...
+
+    async def due_types(self) -> list[str]: ...
+
+    async def next_due(self, job_type: str) -> float | None:
+        """Seconds (by the backend's clock) until the type's next pending job is due; <= 0 when one
+        is due now, None when none is pending."""
+        ...
+
+    async def worker_keys(self) -> list[str]:
+        """The secrets wake-up signatures may be made with (current first; during a rotation's
+        grace period, the previous one too)."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise ConnectionFailed unless the backend answers."""
+        ...

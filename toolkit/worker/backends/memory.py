@@ -1,0 +1,420 @@
+"""The job lifecycle in memory, with the same semantics as jobkit's SQL functions: claims in priority
+then due-time order under a lease of at least 5 s, fencing on the attempt, the one max_attempts rule
+(the job's, else the claiming handler's, else the type's, else the defaults', per round), backoff,
+snoozes and releases that keep the attempt, idempotency keys, token buckets that bound claims.
+
+For fast unit tests of the Drainer, retries and rate limits, and for users' own tests: no database,
+one process. ``clock`` (Unix seconds) can be replaced to move time forward. It passes the same
+conformance suite as the PostgreSQL and Data API backends (tests/integration/test_conformance.py).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from uuid import UUID
+
+from ...config import RateLimitConfig, TypeConfig
+from ...exceptions import DatabaseError
+from ...jobs import Attempt, Claimed, Done, Failure, Job, NewJob, Status
+
+MIN_LEASE = 5.0
+DEFAULTS = TypeConfig()
+Clock = Callable[[], float]
+
+
+@dataclass
+class _Row:
+    """A row of the jobs table."""
+
+    id: UUID
+    type: str
+    payload: str  # JSON text, as stored
+    priority: int
+    scheduled_for: float
+    created_at: float
+    max_attempts: int | None
+    idempotency_key: str | None
+    status: str = "pending"
+    attempts: int = 0
+    handler_max_attempts: int | None = None
+    round_start: int = 0
+    last_error: str | None = None
+    result: str | None = None
+    started_at: float | None = None
+    completed_at: float | None = None
+    lease_expires_at: float | None = None
+    worker_id: str | None = None
+    updated_at: float = 0.0
+    history: list[Attempt] = field(default_factory=list)
+
+
+@dataclass
+class _Bucket:
+    rate: float
+    burst: int
+    tokens: float
+    at: float
+
+
+class MemoryBackend:
+    """A Backend (see __init__.py) whose database is a dict."""
+
+    def __init__(
+        self,
+        *,
+        defaults: TypeConfig = DEFAULTS,
+        types: Mapping[str, TypeConfig] | None = None,
+        ratelimits: Mapping[str, RateLimitConfig] | None = None,
+        secret: str | None = None,
+        clock: Clock = time.time,
+        seed: int | None = None,
+    ) -> None:
+        self.defaults = defaults
+        self.types = dict(types or {})
+        self.clock = clock
+        self.secret = secret
+        self.rows: dict[UUID, _Row] = {}
+        self._buckets = {
+            k: _Bucket(c.rate, c.burst, float(c.burst), clock()) for k, c in (ratelimits or {}).items()
+        }
+        self._random = random.Random(seed)
+
+    # ---- the Backend protocol ---------------------------------------------------------------------
+
+    async def open(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def enqueue(self, job: NewJob) -> UUID:
+        return self._enqueue(job)
+
+    async def enqueue_many(self, jobs: Sequence[NewJob]) -> list[UUID]:
+        return [self._enqueue(j) for j in jobs]
+
+    async def claim(
+        self,
+        job_type: str,
+        limit: int,
+        worker: str,
+        lease: timedelta,
+        rate_key: str | None = None,
+        max_attempts: int | None = None,
+    ) -> list[Claimed]:
+        if lease.total_seconds() < MIN_LEASE:
+            raise DatabaseError("jobkit.claim_jobs: p_lease must be at least 5 seconds")
+        now = self.clock()
+        due = self._due(job_type, now)
+        key = rate_key or self._config(job_type).rate_limit
+        want = min(max(limit, 0), len(due))
+        if key is not None:
+            want = self._take(key, want, now)
+        claimed = [
+            self._claim_one(r, worker, now + lease.total_seconds(), max_attempts, now) for r in due[:want]
+        ]
+        return claimed
+
+    async def complete(self, done: Sequence[Done]) -> set[UUID]:
+        results = {d[0]: _stored_json(d[2]) for d in done}  # refused as a whole, like one statement
+        accepted = set()
+        for job_id, attempt, _text in done:
+            row = self._held(job_id, attempt)
+            if row is not None:
+                row.status, row.result, row.completed_at = "completed", results[job_id], self.clock()
+                row.lease_expires_at, row.updated_at = None, self.clock()
+                accepted.add(job_id)
+        return accepted
+
+    async def fail(self, failures: Sequence[Failure]) -> dict[UUID, str]:
+        for f in failures:
+            _stored_text(f.error)
+        statuses = {}
+        for f in failures:
+            row = self._held(f.id, f.attempt)
+            if row is not None:
+                statuses[f.id] = self._fail_one(row, f)
+        return statuses
+
+    async def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> bool:
+        row = self._held(job_id, attempt)
+        if row is None:
+            return False
+        self._record(row, "snoozed", None)
+        self._back_to_pending(row, self.clock() + max(delay.total_seconds(), 0.0), give_back=True)
+        return True
+
+    async def extend(self, running: Sequence[tuple[UUID, int]], by: timedelta) -> set[UUID]:
+        kept = set()
+        for job_id, attempt in running:
+            row = self._held(job_id, attempt)
+            if row is not None and row.lease_expires_at is not None:
+                row.lease_expires_at = max(row.lease_expires_at, self.clock() + by.total_seconds())
+                kept.add(job_id)
+        return kept
+
+    async def release(self, running: Sequence[tuple[UUID, int]]) -> set[UUID]:
+        released = set()
+        for job_id, attempt in running:
+            row = self._held(job_id, attempt)
+            if row is not None:
+                self._record(row, "snoozed", "released by a stopping worker")
+                self._back_to_pending(row, self.clock(), give_back=True)
+                released.add(job_id)
+        return released
+
+    async def get(self, job_id: UUID) -> Job | None:
+        row = self.rows.get(job_id)
+        return None if row is None else _job(row)
+
+    async def take_tokens(self, key: str, want: int) -> int:
+        return self._take(key, max(want, 0), self.clock())
+
+    async def token_wait(self, key: str) -> float:
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            return 0.0
+        tokens = self._refill(bucket, self.clock())
+        return max(0.0, (1 - tokens) / bucket.rate)
+
+    async def due_count(self, job_type: str) -> int:
+        return min(len(self._due(job_type, self.clock())), 1000)
+
+    async def due_types(self) -> list[str]:
+        return sorted({r.type for r in self.rows.values() if r.status == "pending"})
+
+    async def next_due(self, job_type: str) -> float | None:
+        times = [r.scheduled_for for r in self.rows.values() if r.type == job_type and r.status == "pending"]
+        return min(times) - self.clock() if times else None
+
+    async def worker_keys(self) -> list[str]:
+        return [self.secret] if self.secret else []
+
+    async def ping(self) -> None:
+        return None
+
+    # ---- what the built-in schedules and operators do ------------------------------------------------
+
+    def sweep_stuck(self) -> dict[UUID, str]:
+        """Expired leases: pending with backoff while the round has attempts left, else failed."""
+        now, swept = self.clock(), {}
+        for row in self.rows.values():
+            if row.status == "processing" and row.lease_expires_at is not None and row.lease_expires_at < now:
+                error = f"lease expired (worker {row.worker_id})"
+                swept[row.id] = self._fail_one(
+                    row, Failure(row.id, row.attempts, error), outcome="lease_expired"
+                )
+        return swept
+
+    def retry(self, job_id: UUID) -> bool:
+        row = self.rows.get(job_id)
+        if row is None or row.status not in ("failed", "dead", "cancelled"):
+            return False
+        row.round_start, row.completed_at = row.attempts, None
+        self._back_to_pending(row, self.clock())
+        return True
+
+    def history(self, job_id: UUID) -> list[Attempt]:
+        row = self.rows[job_id]
+        done = (
+            [
+                Attempt(
+                    row.attempts,
+                    row.worker_id,
+                    _dt(row.started_at),
+                    _dt(row.completed_at),
+                    "completed",
+                    None,
+                    None,
+                )
+            ]
+            if row.status == "completed"
+            else []
+        )
+        return [*row.history, *done]
+
+    # ---- the rules -------------------------------------------------------------------------------------
+
+    def _config(self, job_type: str) -> TypeConfig:
+        return self.types.get(job_type, self.defaults)
+
+    def _enqueue(self, job: NewJob) -> UUID:
+        if not job.type:
+            raise DatabaseError("jobkit.enqueue: p_type must be a non-empty job type")
+        if job.idempotency_key is not None:
+            held = next(
+                (
+                    r
+                    for r in self.rows.values()
+                    if r.type == job.type
+                    and r.status in ("pending", "processing")
+                    and r.idempotency_key == job.idempotency_key
+                ),
+                None,
+            )
+            if held is not None:
+                return held.id
+        now = self.clock()
+        when = (
+            job.run_at.timestamp() if job.run_at else now + (job.delay.total_seconds() if job.delay else 0.0)
+        )
+        row = _Row(
+            uuid.uuid4(),
+            job.type,
+            _stored_json(json.dumps(job.payload)) or "null",
+            job.priority or 0,
+            when,
+            now,
+            job.max_attempts,
+            job.idempotency_key,
+            updated_at=now,
+        )
+        self.rows[row.id] = row
+        return row.id
+
+    def _due(self, job_type: str, now: float) -> list[_Row]:
+        due = [
+            r
+            for r in self.rows.values()
+            if r.type == job_type and r.status == "pending" and r.scheduled_for <= now
+        ]
+        return sorted(due, key=lambda r: (-r.priority, r.scheduled_for))
+
+    def _claim_one(
+        self, row: _Row, worker: str, lease_until: float, handler_max: int | None, now: float
+    ) -> Claimed:
+        row.status, row.attempts, row.started_at = "processing", row.attempts + 1, now
+        row.lease_expires_at, row.worker_id, row.handler_max_attempts, row.updated_at = (
+            lease_until,
+            worker,
+            handler_max,
+            now,
+        )
+        cap = row.round_start + self._limit(row)
+        return Claimed(
+            row.id, row.type, row.attempts, cap, row.priority, json.loads(row.payload), row.idempotency_key
+        )
+
+    def _limit(self, row: _Row) -> int:
+        return row.max_attempts or row.handler_max_attempts or self._config(row.type).max_attempts
+
+    def _held(self, job_id: UUID, attempt: int) -> _Row | None:
+        """The row, when this attempt still holds it (the fence)."""
+        row = self.rows.get(job_id)
+        return row if row is not None and row.status == "processing" and row.attempts == attempt else None
+
+    def _fail_one(self, row: _Row, failure: Failure, outcome: str | None = None) -> str:
+        again = not failure.permanent and row.attempts - row.round_start < self._limit(row)
+        row.last_error = failure.error
+        self._record(row, outcome or ("retry" if again else "failed"), failure.error)
+        if again:
+            delay = failure.retry_in.total_seconds() if failure.retry_in else self._backoff(row)
+            self._back_to_pending(row, self.clock() + max(delay, 1.0))
+            return "pending"
+        row.status, row.completed_at, row.lease_expires_at, row.updated_at = (
+            "failed",
+            self.clock(),
+            None,
+            self.clock(),
+        )
+        return "failed"
+
+    def _backoff(self, row: _Row) -> float:
+        b = self._config(row.type).backoff
+        attempt = max(row.attempts - row.round_start, 1)
+        seconds = min(b.cap.total_seconds(), b.base.total_seconds() * b.factor ** min(attempt - 1, 100))
+        return max(1.0, seconds * (1 + b.jitter * (2 * self._random.random() - 1)))
+
+    def _record(self, row: _Row, outcome: str, error: str | None) -> None:
+        row.history.append(
+            Attempt(
+                row.attempts,
+                row.worker_id,
+                _dt(row.started_at),
+                _dt(self.clock()),
+                outcome,
+                error,
+                timedelta(seconds=self.clock() - (row.started_at or self.clock())),
+            )
+        )
+
+    def _back_to_pending(self, row: _Row, when: float, give_back: bool = False) -> None:
+        if give_back and row.status == "processing":
+            row.attempts -= 1  # a snooze or a release does not use the attempt
+        row.status, row.scheduled_for, row.lease_expires_at, row.updated_at = (
+            "pending",
+            when,
+            None,
+            self.clock(),
+        )
+
+    def _take(self, key: str, want: int, now: float) -> int:
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            return want
+        tokens = self._refill(bucket, now)
+        granted = min(want, int(tokens))
+        bucket.tokens, bucket.at = tokens - granted, now
+        return granted
+
+    @staticmethod
+    def _refill(bucket: _Bucket, now: float) -> float:
+        return min(float(bucket.burst), bucket.tokens + bucket.rate * max(now - bucket.at, 0.0))
+
+
+def _stored_json(text: str | None) -> str | None:
+    """``text`` as jsonb would store it, or DatabaseError for what jsonb refuses (as PostgreSQL does)."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise DatabaseError(f"invalid input syntax for type json: {exc}") from None
+    _stored_text(json.dumps(value, ensure_ascii=False))
+    if "\\u0000" in text:
+        raise DatabaseError("unsupported Unicode escape sequence (\\u0000 cannot be converted to text)")
+    return text
+
+
+def _stored_text(text: str) -> None:
+    """What a text column refuses: NUL, and strings that are not valid UTF-8 (lone surrogates)."""
+    if "\x00" in text:
+        raise DatabaseError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raise DatabaseError(f"a value cannot be sent as UTF-8: {exc}") from None
+
+
+def _dt(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+
+
+def _job(row: _Row) -> Job:
+    return Job(
+        row.id,
+        row.type,
+        json.loads(row.payload),
+        Status(row.status),
+        row.priority,
+        row.attempts,
+        row.max_attempts,
+        row.last_error,
+        None if row.result is None else json.loads(row.result),
+        _dt(row.scheduled_for) or datetime.now(UTC),
+        _dt(row.started_at),
+        _dt(row.completed_at),
+        _dt(row.created_at) or datetime.now(UTC),
+        _dt(row.lease_expires_at),
+        row.worker_id,
+        row.idempotency_key,
+        _dt(row.updated_at) or datetime.now(UTC),
+        row.handler_max_attempts,
+        row.round_start,
+    )

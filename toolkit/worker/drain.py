@@ -1,0 +1,370 @@
+"""Draining: claim in batches, run handlers with bounded concurrency, finish in fenced batches.
+
+One Drainer serves a worker process. ``drain(type)`` keeps claiming until the type has no due job
+(and, with ``linger``, none came during a short wait), the budget is spent or ``max_jobs`` were
+claimed. Concurrent drains share the Drainer's slots and its claim window: a claim reserves its
+room before it is sent, so no number of concurrent drains holds more than the window. Outcomes go
+to group commits (recording.py); a tending task extends leases and abandons handlers past their
+timeout (tending.py); ``shutdown`` stops claiming, lets running jobs finish within a grace period
+and releases the rest without consuming their attempt.
+
+A handler ends only its own attempt, whatever it raises: an Exception, SystemExit,
+KeyboardInterrupt, GeneratorExit or a CancelledError of its own. A lost database connection is
+waited out (with backoff, within the budget) instead of ending the drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import socket
+import uuid
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+from ..context import JobContext
+from ..exceptions import ConnectionFailed
+from ..handlers import Handler, Registry
+from ..jobs import Claimed
+from .backends import Backend
+from .outcomes import DrainSummary, encode_result
+from .recording import DrainState, Recorder, Running
+from .tending import Tending
+from .window import ClaimWindow
+
+log = logging.getLogger("jobkit.worker")
+UNKNOWN_LEASE = timedelta(minutes=5)
+LINGER_FIRST, LINGER_MAX = 0.005, 0.05  # seconds between re-checks while lingering
+
+
+class Drainer:
+    """Runs jobs for one worker process.
+
+    ``concurrency`` slots are shared by every drain. A slot is held by a runner coroutine that takes
+    claimed jobs off its drain's queue one after the other, so a job costs no task of its own; the
+    outcome goes to a group commit without waiting for it, and the job leaves the claim window when
+    its statement returns.
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        backend: Backend,
+        *,
+        concurrency: int = 16,
+        batch_size: int | None = None,
+        prefetch: int | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        self.registry = registry
+        self.backend = backend
+        self.concurrency = concurrency
+        self.window = ClaimWindow(concurrency, batch_size=batch_size, prefetch=prefetch)
+        self.worker_id = worker_id or f"{socket.gethostname()}:{uuid.uuid4().hex[:8]}"
+        self._free = concurrency
+        self._reserved = 0  # window room promised to claims in flight
+        self._threads = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="jobkit-job")
+        self._running: set[Running] = set()  # claimed and not yet settled (identity-hashed)
+        self._live: list[DrainState] = []
+        self._changed = asyncio.Event()
+        self._stopping = False
+        self._recorder = Recorder(backend, self._settled)
+        shortest = min((h.timeout.total_seconds() for h in registry), default=60.0)
+        self._tending = Tending(self._running, backend, tick=min(0.5, max(0.02, shortest / 10)))
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    @property
+    def held(self) -> int:
+        """Jobs claimed and not yet settled, plus claims in flight."""
+        return len(self._running) + self._reserved
+
+    async def drain(
+        self, job_type: str, *, max_jobs: int | None = None, budget: timedelta = timedelta(seconds=25),
+        linger: float = 0.0, poked: asyncio.Event | None = None,
+    ) -> DrainSummary:
+        """Claim and run ``job_type`` jobs until none is due, ``max_jobs`` or the budget. With
+        ``linger``, an empty queue is re-checked for that many seconds (sooner when ``poked``
+        is set) before the drain ends."""
+        self._tending.ensure_started()
+        handler = self.registry.get(job_type) or self._builtin(job_type)
+        d = DrainState(DrainSummary(job_type), handler)
+        self._live.append(d)
+        deadline = asyncio.get_running_loop().time() + budget.total_seconds()
+        try:
+            limit = max_jobs if max_jobs is not None else 2**31
+            d.summary.ended = await self._claim_loop(d, deadline, limit, linger, poked)
+            await self._settle(d)
+        finally:
+            self._live.remove(d)
+        return d.summary
+
+    async def _claim_loop(self, d: DrainState, deadline: float, limit: int, linger: float,
+                          poked: asyncio.Event | None) -> str:
+        """Claim until a reason to stop; returns it (DrainSummary.ended)."""
+        loop = asyncio.get_running_loop()
+        outage = Outage()
+        idle_since: float | None = None
+        pause = LINGER_FIRST
+        while True:
+            if self._stopping:
+                return "stopping"
+            if d.summary.claimed >= limit:
+                return "max_jobs"
+            if loop.time() >= deadline:
+                return "budget"
+            try:
+                jobs = await self._claim(d, limit - d.summary.claimed)
+                if not jobs and await self._wait_for_tokens(d, deadline):
+                    continue
+            except ConnectionFailed as exc:
+                if not await outage.wait(exc, deadline):
+                    return "unreachable"
+                continue
+            outage.over()
+            if jobs:
+                self._take(d, jobs)
+                idle_since, pause = None, LINGER_FIRST
+                continue
+            now = loop.time()
+            idle_since = now if idle_since is None else idle_since
+            if now - idle_since + pause > linger or now + pause >= deadline:
+                return "empty"
+            await _pause(poked, pause)
+            pause = min(pause * 2, LINGER_MAX)
+
+    async def _claim(self, d: DrainState, remaining: int) -> list[Claimed]:
+        want = await self._reserve(d, remaining)
+        handler = d.handler
+        try:
+            return await self.backend.claim(
+                d.summary.type, want, self.worker_id, d.lease,
+                handler.rate_limit if handler else None, handler.max_attempts if handler else None)
+        finally:
+            self._reserved -= want
+            self._changed.set()
+
+    async def _reserve(self, d: DrainState, remaining: int) -> int:
+        """Wait until at least half the claim window is free (or nothing of this drain is left),
+        then reserve the room this claim may fill."""
+        while True:
+            limit = self.window.limit
+            room = limit - self.held
+            if room >= max(1, limit // 2) or (room > 0 and not d.queue and not d.runners):
+                want = min(room, self.window.batch, remaining)
+                self._reserved += want
+                return want
+            self._spawn(d)
+            await self._wait_change()
+
+    def _take(self, d: DrainState, jobs: list[Claimed]) -> None:
+        d.summary.claimed += len(jobs)
+        now = asyncio.get_running_loop().time()
+        for job in jobs:
+            running = Running(job, d, d.lease, now)
+            self._running.add(running)
+            d.queue.append(running)
+        self._spawn(d)
+
+    async def _settle(self, d: DrainState) -> None:
+        """Wait until every job this drain claimed ran (or was released) and its record returned."""
+        while d.runners or d.unsettled or (d.queue and not self._stopping):
+            self._spawn(d)
+            await self._wait_change()
+        if d.queue:  # claimed while shutting down: hand them straight back
+            leftovers, d.queue = list(d.queue), deque()
+            d.summary.released += len(
+                await self.backend.release([(r.job.id, r.job.attempts) for r in leftovers])
+            )
+            for r in leftovers:
+                self._running.discard(r)
+
+    def _builtin(self, job_type: str) -> Handler | None:
+        """`jobkit doctor --ping` enqueues jobkit.ping: every worker answers it."""
+        if job_type != "jobkit.ping":
+            return None
+        worker_id = self.worker_id
+
+        async def pong(_payload: Any, _ctx: Any) -> dict[str, str]:
+            return {"pong": worker_id}
+
+        return Handler("jobkit.ping", pong, True, timedelta(seconds=10), timedelta(seconds=40))
+
+    async def shutdown(self, grace: timedelta = timedelta(seconds=30)) -> int:
+        """Stop claiming; wait up to ``grace`` for running jobs; release the rest. Returns how
+        many jobs were released."""
+        self._stopping = True
+        self._changed.set()
+        waiting = [r for d in self._live for r in d.queue]
+        for d in self._live:
+            d.queue.clear()
+        runners = [t for d in self._live for t in d.runners]
+        if runners:
+            await asyncio.wait(runners, timeout=grace.total_seconds())
+        for task in runners:
+            task.cancel()
+        late = [r for r in self._running if r.state == "running"]
+        leftovers = [(r.job.id, r.job.attempts) for r in (*waiting, *late)]
+        released: set[Any] = set()
+        if leftovers:
+            try:
+                released = await self.backend.release(leftovers)
+            except ConnectionFailed as exc:  # their leases expire and the sweep retries them
+                log.warning("shutdown: could not release %d job(s): %s", len(leftovers), exc.message)
+        for r in (*waiting, *late):
+            self._running.discard(r)
+        await self._wait_settled(10.0)
+        self._tending.stop()
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        return len(released)
+
+    async def _wait_settled(self, timeout: float) -> None:
+        try:
+            async with asyncio.timeout(timeout):
+                while any(d.unsettled for d in self._live):
+                    await self._wait_change()
+        except TimeoutError:
+            log.warning("shutdown: some outcomes were still being recorded after %.0fs", timeout)
+
+    async def _wait_change(self) -> None:
+        self._changed.clear()
+        await self._changed.wait()
+
+    def _spawn(self, d: DrainState) -> None:
+        """Start runners for queued jobs while slots are free (never more runners than jobs)."""
+        while d.queue and self._free > 0 and len(d.runners) < len(d.queue) and not self._stopping:
+            self._free -= 1
+            task = asyncio.create_task(self._runner(d))
+            d.runners.add(task)
+            task.add_done_callback(functools.partial(self._runner_done, d))
+
+    def _runner_done(self, d: DrainState, task: asyncio.Task[None]) -> None:
+        d.runners.discard(task)
+        self._free += 1
+        self._changed.set()
+        if not task.cancelled() and task.exception() is not None:  # a bug in jobkit, not a handler's
+            log.error("a job runner failed", exc_info=task.exception())
+
+    async def _wait_for_tokens(self, d: DrainState, deadline: float) -> bool:
+        """Nothing claimed: if a rate limit held jobs back, wait for its next token (within budget)."""
+        handler = d.handler
+        if handler is None or handler.rate_limit is None or self._stopping:
+            return False
+        if await self.backend.due_count(d.summary.type) == 0:
+            return False
+        wait = max(await self.backend.token_wait(handler.rate_limit), 0.005)
+        if asyncio.get_running_loop().time() + wait >= deadline:
+            return False
+        await asyncio.sleep(wait)
+        return True
+
+    async def _runner(self, d: DrainState) -> None:
+        me = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        handler = d.handler
+        timeout = handler.timeout.total_seconds() if handler else 0.0
+        while d.queue and not self._stopping:
+            running = d.queue.popleft()
+            started = loop.time()
+            running.task, running.deadline, running.state = me, started + timeout, "running"
+            try:
+                ok, value = await self._execute(running, handler)
+            except asyncio.CancelledError:
+                if not running.timed_out or me is None:
+                    raise  # shutdown: the job is released
+                me.uncancel()
+                ok, value = False, TimeoutError(
+                    f"handler timed out after {timeout:g}s; the attempt was abandoned")
+            except BaseException as exc:  # noqa: BLE001 - a bug of jobkit's: the job still reaches a state
+                log.exception("running job %s failed inside jobkit", running.job.id)
+                ok, value = False, exc
+            else:
+                if running.timed_out and me is not None and me.cancelling():
+                    me.uncancel()  # the handler swallowed the cancellation and finished anyway
+            self.window.observe(loop.time() - started)
+            running.state = "recording"
+            self._recorder.record(running, ok, value)
+
+    async def _execute(self, running: Running, handler: Handler | None) -> tuple[bool, Any]:
+        """(True, the result as JSON text) or (False, the exception that ended the attempt)."""
+        job = running.job
+        if handler is None:
+            registered = ", ".join(self.registry.types) or "none"
+            return False, LookupError(
+                f"no handler for job type {job.type!r} on worker {self.worker_id} (registered: {registered})"
+            )
+        loop = asyncio.get_running_loop()
+        ctx = JobContext(job, backend=self.backend, loop=loop, lease=running.lease, deadline=running.deadline)
+        try:
+            if handler.is_async:
+                result = await handler.func(job.payload, ctx)
+            else:
+                ok, result = await loop.run_in_executor(self._threads, _call, handler.func, job.payload, ctx)
+                if not ok:
+                    return False, result
+            return True, encode_result(result)
+        except asyncio.CancelledError as exc:
+            if _cancelling():
+                raise  # jobkit cancelled it: a timeout or a shutdown (see _runner)
+            return False, exc  # the handler's own CancelledError ends only its attempt
+        except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, ... end only this attempt
+            return False, exc
+
+    def _settled(self, running: Running) -> None:
+        self._running.discard(running)
+        self._changed.set()
+
+
+class Outage:
+    """Waiting out an unreachable database: 0.1 s doubling to 2 s between tries, logged once."""
+
+    def __init__(self) -> None:
+        self.delay = 0.0
+
+    async def wait(self, exc: ConnectionFailed, deadline: float) -> bool:
+        """Sleep before the next try; False when that would pass ``deadline``."""
+        if self.delay == 0.0:
+            log.warning("database unreachable, retrying: %s", exc.message)
+        self.delay = min(max(self.delay * 2, 0.1), 2.0)
+        if asyncio.get_running_loop().time() + self.delay >= deadline:
+            return False
+        await asyncio.sleep(self.delay)
+        return True
+
+    def over(self) -> None:
+        if self.delay:
+            log.info("database reachable again")
+            self.delay = 0.0
+
+
+def _call(func: Any, payload: Any, ctx: JobContext) -> tuple[bool, Any]:
+    """A sync handler's call in its thread, every exception returned rather than raised: a
+    GeneratorExit carried by the future would be thrown into the runner coroutine, and Python's
+    await closes the inner coroutines on GeneratorExit instead of letting them catch it."""
+    try:
+        return True, func(payload, ctx)
+    except BaseException as exc:  # noqa: BLE001 - handed back to _execute, which records it
+        return False, exc
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def _pause(poked: asyncio.Event | None, seconds: float) -> None:
+    """Wait ``seconds``, or less when ``poked`` is set meanwhile (a wake-up arrived)."""
+    if poked is None:
+        await asyncio.sleep(seconds)
+        return
+    try:
+        async with asyncio.timeout(seconds):
+            await poked.wait()
+    except TimeoutError:
+        pass
+    poked.clear()

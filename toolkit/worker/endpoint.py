@@ -1,0 +1,361 @@
+"""The worker endpoint the database wakes: an ASGI app (starlette), served by uvicorn or mounted.
+
+    POST /run   {"type": "send_email", "budget_ms": 25000, "nonce": "...", "at": 1767225600.5}
+                X-Jobkit-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>   (signing.py; 401 otherwise)
+    GET  /healthz   200 when the database (and, with --listen, the LISTEN connection) is up, else 503
+
+By default /run answers 202 at once and the Dispatcher drains the type in the background until it
+is empty (``at`` in the future sets a timer instead). ``mode="sync"`` (or ``POST /run?wait=1``)
+drains first, within ``budget_ms``, and answers 200 with a summary, for hosts that stop work once
+the response is sent (serverless functions). With ``listen`` the worker also LISTENs for NOTIFY
+wake-ups. A database (or LISTEN) that stays unreachable for ``give_up`` makes the worker give up:
+``failure`` says why and ``on_fatal`` is called (the CLI then exits non-zero).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from ..durations import format_duration
+from ..exceptions import ConnectionFailed, JobkitError, WorkerGaveUp
+from ..handlers import Registry
+from .backends import Backend
+from .dispatch import Dispatcher
+from .drain import Drainer
+from .listen import Listener, Notifications
+from .signing import HEADER, WINDOW, Verifier
+
+log = logging.getLogger("jobkit.worker")
+MAX_BUDGET_MS = 15 * 60 * 1000
+MAX_BODY = 64 * 1024  # bytes; a wake-up body is about 150
+KEYS_REFRESH = 60.0  # seconds between re-reads of the signing keys
+KEYS_MIN_AGE = 0.1  # a signature no key matches re-reads them, at most this often
+HEALTH_EVERY = 5.0  # seconds between database checks
+
+
+@dataclass(frozen=True)
+class EndpointOptions:
+    """How the endpoint runs; the CLI's `worker serve` options."""
+
+    concurrency: int = 16
+    batch_size: int | None = None  # None: adaptive (window.py)
+    prefetch: int | None = None  # None: adaptive
+    mode: str = "background"
+    grace: timedelta = timedelta(seconds=30)
+    budget: timedelta = timedelta(seconds=25)  # of a drain when the wake-up names none
+    linger: float = 2.0  # seconds an emptied drain re-checks for jobs arriving right after
+    listen: str | None = None  # the NOTIFY channel to LISTEN on, if any
+    give_up: timedelta = timedelta(minutes=5)
+    secret: str | None = None  # fixed signing secret; default: the database's (rotations followed)
+    signature_window: float = WINDOW  # seconds a wake-up's signature stays valid
+
+
+class WorkerEndpoint:
+    """Owns the backend, the Drainer and the Dispatcher; ``app`` is the ASGI application."""
+
+    def __init__(self, registry: Registry, backend: Backend, options: EndpointOptions = EndpointOptions(),
+                 *, on_fatal: Callable[[str], None] | None = None) -> None:
+        self.registry = registry
+        self.backend = backend
+        self.options = options
+        self.on_fatal = on_fatal
+        self.failure: str | None = None
+        self.drainer: Drainer | None = None
+        self.dispatcher: Dispatcher | None = None
+        self.listener: Listener | None = None
+        self._verifier = Verifier(window=options.signature_window)
+        self._keys: list[str] = [options.secret] if options.secret else []
+        self._keys_at = -KEYS_REFRESH
+        self._rereading: asyncio.Future[list[str]] | None = None
+        self._db = _Health()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._lock = asyncio.Lock()
+        self.app = Starlette(routes=[Route("/run", self.run, methods=["POST"]),
+                                     Route("/healthz", self.healthz, methods=["GET"])],
+                             lifespan=self.lifespan)
+
+    @asynccontextmanager
+    async def lifespan(self, _app: Any = None) -> AsyncIterator[None]:
+        """Open on startup; on shutdown (SIGTERM under uvicorn) drain gracefully and close."""
+        try:
+            await self.start()
+        except JobkitError as exc:
+            self.failure = exc.message
+            raise
+        try:
+            yield
+        finally:
+            await self.stop()
+
+    async def start(self) -> Drainer:
+        async with self._lock:
+            if self.drainer is None:
+                await self.backend.open()
+                o = self.options
+                self.drainer = Drainer(self.registry, self.backend, concurrency=o.concurrency,
+                                       batch_size=o.batch_size, prefetch=o.prefetch)
+                self.dispatcher = Dispatcher(self.drainer, budget=o.budget, linger=o.linger)
+                self._db.up()
+                self._spawn(self._watch_database())
+                if o.listen:
+                    self.listener = Listener(self.dispatcher, _notifications(self.backend), o.listen,
+                                             give_up=o.give_up)
+                    self._spawn(self._listen(self.listener))
+                else:
+                    self._spawn(self.dispatcher.catch_up())
+            return self.drainer
+
+    async def stop(self) -> None:
+        if self.drainer is None or self.dispatcher is None:
+            return
+        released = await self.drainer.shutdown(self.options.grace)
+        await self.dispatcher.stop()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        log.info("worker stopped; %d claimed job(s) released", released)
+        await self.backend.close()
+
+    async def healthz(self, _request: Request) -> JSONResponse:
+        await self._check_database(max_age=1.0)
+        listening = self.listener.state if self.listener else None
+        ok = (self.drainer is not None and not self.drainer.stopping and self._db.ok
+              and (self.listener is None or self.listener.listening.is_set()) and self.failure is None)
+        body = {"ok": ok, "database": self._db.state, "listener": listening, "failure": self.failure,
+                "worker": self.drainer.worker_id if self.drainer else None, "types": self.registry.types,
+                "draining": self.dispatcher.draining if self.dispatcher else [],
+                "window": self.drainer.window.describe() if self.drainer else None}
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+    async def run(self, request: Request) -> JSONResponse:
+        drainer = await self.start()
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            return JSONResponse({"error": f"the body is larger than {MAX_BODY} bytes"}, status_code=413)
+        denied = await self._authenticate(request, body)
+        if denied is not None:
+            return denied
+        parsed = _parse_run(body, self.options.budget)
+        if isinstance(parsed, JSONResponse):
+            return parsed
+        if drainer.stopping:
+            return JSONResponse({"error": "worker is shutting down"}, status_code=503)
+        if self.options.mode == "sync" or request.query_params.get("wait") in ("1", "true"):
+            return await self._run_now(drainer, parsed)
+        if parsed.max_jobs is not None:  # a bounded one-off drain, outside the Dispatcher
+            self._spawn(drainer.drain(parsed.type, max_jobs=parsed.max_jobs, budget=parsed.budget))
+        else:
+            assert self.dispatcher is not None
+            self.dispatcher.wake(parsed.type, at=parsed.at)
+        return JSONResponse({"accepted": True, "type": parsed.type, "worker": drainer.worker_id,
+                             **({"at": parsed.at} if parsed.at is not None else {})}, status_code=202)
+
+    async def _run_now(self, drainer: Drainer, parsed: RunRequest) -> JSONResponse:
+        if parsed.at is not None and parsed.at > _now():
+            return JSONResponse({"type": parsed.type, "claimed": 0, "ended": "not due yet"})
+        summary = await drainer.drain(parsed.type, max_jobs=parsed.max_jobs, budget=parsed.budget)
+        return JSONResponse(summary.as_dict(), status_code=200)
+
+    async def _authenticate(self, request: Request, body: bytes) -> JSONResponse | None:
+        header = request.headers.get(HEADER)
+        keys = await self._signing_keys()
+        if not keys:
+            return JSONResponse({"error": "no worker secret configured",
+                                 "hint": "run `jobkit secrets set` or set JOBKIT_WORKER_SECRET"},
+                                status_code=503)
+        verdict = self._verifier.check(header, body, keys)
+        if verdict.stale_keys and self.options.secret is None:  # maybe a rotation: read the keys again
+            verdict = self._verifier.check(header, body, await self._reread_keys())
+        if verdict.ok:
+            return None
+        log.warning("refused /run: %s", verdict.reason)
+        return JSONResponse({"error": verdict.reason}, status_code=401)
+
+    async def _reread_keys(self) -> list[str]:
+        """Read the keys again (one read for concurrent callers, at most one per KEYS_MIN_AGE: a
+        request signed after a rotation always meets a read that sees it)."""
+        reading = self._rereading
+        if reading is None:
+            reading = self._rereading = asyncio.ensure_future(self._reread())
+        try:
+            return await asyncio.shield(reading)
+        finally:
+            if reading.done() and self._rereading is reading:
+                self._rereading = None
+
+    async def _reread(self) -> list[str]:
+        wait = self._keys_at + KEYS_MIN_AGE - asyncio.get_running_loop().time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        return await self._signing_keys(refresh=True)
+
+    async def _signing_keys(self, refresh: bool = False) -> list[str]:
+        """The fixed secret, or the database's keys, re-read every minute (and on a mismatch)."""
+        if self.options.secret is not None:
+            return self._keys
+        now = asyncio.get_running_loop().time()
+        if refresh or not self._keys or now - self._keys_at >= KEYS_REFRESH:
+            try:
+                self._keys = await self.backend.worker_keys()
+                self._keys_at = now
+            except JobkitError as exc:
+                log.warning("cannot read the signing keys: %s", exc.message)
+        return self._keys
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("worker task failed", exc_info=task.exception())
+
+    async def _listen(self, listener: Listener) -> None:
+        try:
+            await listener.run()
+        except WorkerGaveUp as exc:
+            self._fatal(exc.message)
+
+    async def _watch_database(self) -> None:
+        """Check the database every few seconds: catch up when it is back, give up after give_up."""
+        while True:
+            await asyncio.sleep(HEALTH_EVERY)
+            was_ok = self._db.ok
+            await self._check_database(max_age=0.0)
+            if self._db.ok and not was_ok and self.listener is None and self.dispatcher is not None:
+                await self.dispatcher.catch_up()
+            down = self._db.down_for()
+            if down >= self.options.give_up.total_seconds():
+                self._fatal(f"the database was unreachable for {format_duration(self.options.give_up)}: "
+                            f"{self._db.state}")
+                return
+
+    async def _check_database(self, max_age: float) -> None:
+        if self._db.age() < max_age:
+            return
+        try:
+            async with asyncio.timeout(3.0):
+                await self.backend.ping()
+        except (ConnectionFailed, TimeoutError) as exc:
+            self._db.down(getattr(exc, "message", None) or "no answer within 3s")
+        except JobkitError as exc:
+            self._db.down(exc.message)
+        else:
+            self._db.up()
+
+    def _fatal(self, reason: str) -> None:
+        if self.failure is None:
+            self.failure = reason
+            log.error("worker giving up: %s", reason)
+            if self.on_fatal is not None:
+                self.on_fatal(reason)
+
+
+class _Health:
+    """The database's last known state."""
+
+    def __init__(self) -> None:
+        self.ok = True
+        self.state = "unknown"
+        self._checked = -1e9
+        self._down_since: float | None = None
+
+    def up(self) -> None:
+        self.ok, self.state, self._down_since = True, "up", None
+        self._checked = _loop_time()
+
+    def down(self, why: str) -> None:
+        now = _loop_time()
+        self.ok, self.state, self._checked = False, f"unreachable: {why}", now
+        self._down_since = now if self._down_since is None else self._down_since
+
+    def age(self) -> float:
+        return _loop_time() - self._checked
+
+    def down_for(self) -> float:
+        return 0.0 if self._down_since is None else _loop_time() - self._down_since
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    type: str
+    budget: timedelta
+    max_jobs: int | None = None
+    at: float | None = None
+
+
+_FIELDS = {"type", "max_jobs", "budget_ms", "nonce", "at"}
+
+
+def _parse_run(raw: bytes, default_budget: timedelta) -> RunRequest | JSONResponse:
+    try:
+        body = json.loads(raw or b"null")
+    except (ValueError, RecursionError) as exc:
+        return JSONResponse({"error": f"the body must be JSON: {exc}"}, status_code=400)
+    if not isinstance(body, dict):
+        return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+    problem = _problem(body)
+    if problem:
+        return JSONResponse({"error": problem}, status_code=422)
+    budget_ms = body.get("budget_ms")
+    at = body.get("at")
+    return RunRequest(str(body["type"]),
+                      timedelta(milliseconds=budget_ms) if budget_ms is not None else default_budget,
+                      body.get("max_jobs"), float(at) if at is not None else None)
+
+
+def _problem(body: dict[str, Any]) -> str | None:
+    unknown = sorted(set(body) - _FIELDS)
+    job_type, max_jobs = body.get("type"), body.get("max_jobs")
+    budget_ms, at = body.get("budget_ms"), body.get("at")
+    checks: list[tuple[bool, str]] = [
+        (bool(unknown),
+         f"unknown field {unknown[0] if unknown else ''!r}; allowed: {', '.join(sorted(_FIELDS))}"),
+        (not isinstance(job_type, str) or not job_type, "type must be a non-empty string"),
+        (max_jobs is not None and (not _is_int(max_jobs) or not 1 <= max_jobs <= 1_000_000),
+         "max_jobs must be an integer from 1 to 1000000"),
+        (budget_ms is not None and (not _is_int(budget_ms) or not 1 <= budget_ms <= MAX_BUDGET_MS),
+         f"budget_ms must be an integer from 1 to {MAX_BUDGET_MS}"),
+        (at is not None and (not isinstance(at, int | float) or isinstance(at, bool) or not 0 <= at < 1e11),
+         "at must be a Unix time in seconds"),
+    ]
+    return next((message for failed, message in checks if failed), None)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _notifications(backend: Backend) -> Notifications:
+    if not hasattr(backend, "listen"):
+        raise JobkitError("this backend cannot LISTEN",
+                          hint="--listen needs a database URL, not the Data API")
+    return backend  # type: ignore[return-value]
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _loop_time() -> float:
+    return asyncio.get_running_loop().time()
+
+
+def create_app(registry: Registry, backend: Backend, **options: Any) -> Starlette:
+    """The ASGI app; mount it in your Starlette/FastAPI app or serve it with uvicorn."""
+    return WorkerEndpoint(registry, backend, EndpointOptions(**options)).app

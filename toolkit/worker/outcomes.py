@@ -1,0 +1,85 @@
+"""What a drain produced: its summary, a handler's result encoded once, and failures ready to record."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from ..handlers import Handler, Permanent, Retry
+from ..jobs import Claimed, Failure
+
+MAX_ERROR = 8000
+#: Larger than this, a result cannot be stored (PostgreSQL's jsonb values end at 255 MB).
+MAX_RESULT_BYTES = 255 * 1024 * 1024
+_encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+
+
+@dataclass
+class DrainSummary:
+    """What one drain did."""
+
+    type: str
+    claimed: int = 0
+    completed: int = 0
+    failed: int = 0
+    snoozed: int = 0
+    released: int = 0
+    lost: int = 0  # fenced out: the attempt no longer held the job when it finished
+    ended: str = "empty"  # empty | budget | max_jobs | stopping | unreachable
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def encode_result(value: Any) -> str | None:
+    """The handler's result as JSON text (None for None), or Permanent when it cannot be stored."""
+    if value is None:
+        return None
+    try:
+        text = _encode(value)
+    except (TypeError, ValueError) as exc:
+        raise Permanent(f"the handler's result is not JSON-serializable: {exc}") from None
+    if len(text) > MAX_RESULT_BYTES:
+        raise Permanent(f"the handler's result is {len(text) / 2**20:.0f} MB of JSON; "
+                        f"PostgreSQL stores at most {MAX_RESULT_BYTES // 2**20} MB")
+    return text
+
+
+def failure(job: Claimed, handler: Handler | None, error: BaseException) -> Failure:
+    text = error_text(error)
+    if isinstance(error, Permanent):
+        return Failure(job.id, job.attempts, text, permanent=True)
+    retry_in = (
+        error.after if isinstance(error, Retry) else (handler.retry_delay(job.attempts) if handler else None)
+    )
+    return Failure(job.id, job.attempts, text, retry_in=retry_in)
+
+
+def error_text(error: BaseException) -> str:
+    """The traceback (or the message), shortened, as text PostgreSQL can store."""
+    if error.__traceback__ is None:
+        text = f"{type(error).__name__}: {error}"
+    else:
+        text = "".join(traceback.format_exception(error))
+    if len(text) > MAX_ERROR:
+        text = text[: MAX_ERROR // 2] + "\n...\n" + text[-MAX_ERROR // 2 :]
+    return storable(text)
+
+
+def storable(text: str) -> str:
+    """``text`` without what a text column refuses: NUL becomes \\x00, lone surrogates \\udXXX."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode()
+    return text
+
+
+def last_line(error: str | None) -> str:
+    """The exception's own line of a stored traceback (its last non-empty line)."""
+    lines = [line for line in (error or "").strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""

@@ -1,0 +1,222 @@
+"""Recording outcomes: completions and failures go to group commits (one fenced statement for
+everything that finished while the previous one was in flight), rate-limited jobs are snoozed, and
+each job is settled (leaves its worker's claim window) when its statement returns.
+
+One job never sinks its batch: a statement the database refuses is split and retried job by job,
+so a result or an error it cannot store (NUL, invalid text, too large) fails or shortens only that
+job's record. Completions travel in statements of at most MAX_STATEMENT_BYTES of results. A lost
+connection is retried with backoff (the outcome is kept) instead of dropping the outcomes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, TypeVar
+from uuid import UUID
+
+from ..exceptions import ConnectionFailed, DatabaseError
+from ..handlers import Handler, Permanent, RateLimited
+from ..jobs import Claimed, Failure
+from .backends import Backend
+from .groupcommit import GroupCommit
+from .outcomes import DrainSummary, failure, last_line
+
+log = logging.getLogger("jobkit.worker")
+T = TypeVar("T")
+MAX_STATEMENT_BYTES = 64 * 1024 * 1024  # results per completion statement
+RETRY_FOR = 600.0  # seconds a lost connection is retried before the outcomes are given up
+UNKNOWN_LEASE = timedelta(minutes=5)
+
+
+@dataclass(slots=True, eq=False)
+class Running:
+    """A claimed job until its outcome is recorded: waiting for a slot, running, or recording."""
+
+    job: Claimed
+    drain: DrainState
+    lease: timedelta
+    extended_at: float
+    state: str = "waiting"
+    deadline: float = 0.0  # loop time after which the attempt is abandoned
+    task: asyncio.Task[None] | None = None  # the runner running it
+    timed_out: bool = False
+    outcome: Any = None  # the result's JSON text to store, or the Failure to record
+
+
+@dataclass(eq=False)
+class DrainState:
+    """One drain's claimed jobs waiting for a slot, its runners and its unsettled records."""
+
+    summary: DrainSummary
+    handler: Handler | None
+    queue: deque[Running] = field(default_factory=deque)
+    runners: set[asyncio.Task[None]] = field(default_factory=set)
+    unsettled: int = 0  # outcomes handed to a statement that has not returned yet
+
+    @property
+    def lease(self) -> timedelta:
+        return self.handler.lease if self.handler else UNKNOWN_LEASE
+
+
+class Recorder:
+    """Hands outcomes to their statements; calls ``settled(running)`` once each has returned."""
+
+    def __init__(self, backend: Backend, settled: Callable[[Running], None]) -> None:
+        self.backend = backend
+        self._on_settled = settled
+        self._completer: GroupCommit[Running, set[UUID]] = GroupCommit(self._complete, self._completed)
+        self._failer: GroupCommit[Running, dict[UUID, str]] = GroupCommit(self._fail, self._failed)
+        self._tasks: set[asyncio.Future[Any]] = set()  # snoozes in flight
+
+    def record(self, running: Running, ok: bool, value: Any) -> None:
+        """Hand the outcome to its group commit; the job leaves the window when it returns."""
+        running.drain.unsettled += 1
+        if ok:
+            running.outcome = value
+            self._completer.submit(running)
+        elif isinstance(value, RateLimited):
+            task = asyncio.ensure_future(self._snooze(running, value))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            running.outcome = failure(running.job, running.drain.handler, value)
+            self._failer.submit(running)
+
+    async def _complete(self, batch: list[Running]) -> set[UUID]:
+        accepted: set[UUID] = set()
+        for chunk in _by_size(batch):
+            accepted |= await self._complete_chunk(chunk)
+        return accepted
+
+    async def _complete_chunk(self, batch: list[Running]) -> set[UUID]:
+        try:
+            return await _retrying(lambda: self.backend.complete(
+                [(r.job.id, r.job.attempts, r.outcome) for r in batch]))
+        except ConnectionFailed:
+            raise
+        except DatabaseError as exc:  # one result the database refuses must not sink the rest
+            if len(batch) > 1:  # find it: one statement each
+                accepted: set[UUID] = set()
+                for r in batch:
+                    accepted |= await self._complete_chunk([r])
+                return accepted
+            r = batch[0]  # say, \u0000 in a string: the attempt fails instead (its failer settles it)
+            r.state = "refused"
+            r.outcome = failure(r.job, r.drain.handler,
+                                Permanent(f"the result cannot be stored: {exc.message}"))
+            self._failer.submit(r)
+            return set()
+
+    def _completed(self, batch: list[Running], accepted: set[UUID] | None,
+                   error: BaseException | None) -> None:
+        if error is not None:
+            log.error("recording %d completions failed (their leases will expire): %s", len(batch), error)
+        everyone = accepted is not None and len(accepted) == len(batch)  # the usual case: no lookups
+        for r in batch:
+            if r.state == "refused":
+                continue
+            if everyone or (accepted is not None and r.job.id in accepted):
+                r.drain.summary.completed += 1
+            elif error is None:
+                r.drain.summary.lost += 1
+            self._settled(r)
+
+    async def _fail(self, batch: list[Running]) -> dict[UUID, str]:
+        try:
+            return await _retrying(lambda: self.backend.fail([r.outcome for r in batch]))
+        except ConnectionFailed:
+            raise
+        except DatabaseError as exc:
+            if len(batch) > 1:
+                statuses: dict[UUID, str] = {}
+                for r in batch:
+                    statuses |= await self._fail([r])
+                return statuses
+            return await self._fail_plainly(batch[0], exc)
+
+    async def _fail_plainly(self, r: Running, exc: DatabaseError) -> dict[UUID, str]:
+        """The database refused this failure's record: store a plain message in its place."""
+        original: Failure = r.outcome
+        r.outcome = dataclasses.replace(original, error=(
+            f"{last_line(original.error)[:500]!a} (the full error could not be stored: {exc.message})"))
+        try:
+            return await self.backend.fail([r.outcome])
+        except DatabaseError as again:
+            log.error("job %s: its failure cannot be recorded (its lease will expire): %s",
+                      r.job.id, again.message)
+            return {}
+
+    def _failed(self, batch: list[Running], statuses: dict[UUID, str] | None,
+                error: BaseException | None) -> None:
+        if error is not None:
+            log.error("recording %d failures failed (their leases will expire): %s", len(batch), error)
+        for r in batch:
+            status = statuses.get(r.job.id) if statuses is not None else None
+            if status is not None:
+                r.drain.summary.failed += 1
+                _log_failure(r, status)
+            elif error is None:
+                r.drain.summary.lost += 1
+            self._settled(r)
+
+    async def _snooze(self, running: Running, limited: RateLimited) -> None:
+        try:
+            snoozed = await _retrying(lambda: self.backend.snooze(
+                running.job.id, running.job.attempts, limited.retry_after))
+        except Exception as exc:  # noqa: BLE001 - the lease expires and the sweep retries it
+            log.error("snoozing job %s failed: %s", running.job.id, exc)
+        else:
+            running.drain.summary.snoozed += snoozed
+            running.drain.summary.lost += not snoozed
+        finally:
+            self._settled(running)
+
+    def _settled(self, running: Running) -> None:
+        running.drain.unsettled -= 1
+        self._on_settled(running)
+
+
+def _log_failure(r: Running, status: str) -> None:
+    job, error = r.job, last_line(r.outcome.error)
+    if status == "pending":
+        log.warning("job %s (%s) attempt %d failed, will retry: %s", job.id, job.type, job.attempts, error)
+    else:
+        log.error("job %s (%s) failed for good after attempt %d (it will be dead-lettered): %s",
+                  job.id, job.type, job.attempts, error)
+
+
+def _by_size(batch: list[Running]) -> Iterator[list[Running]]:
+    """Consecutive chunks whose results add up to at most MAX_STATEMENT_BYTES (one job at least)."""
+    chunk: list[Running] = []
+    size = 0
+    for r in batch:
+        length = len(r.outcome) if r.outcome is not None else 4
+        if chunk and size + length > MAX_STATEMENT_BYTES:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(r)
+        size += length
+    if chunk:
+        yield chunk
+
+
+async def _retrying(call: Callable[[], Awaitable[T]]) -> T:
+    """``call()``, tried again with backoff while the connection is lost, for up to RETRY_FOR."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RETRY_FOR
+    delay = 0.1
+    while True:
+        try:
+            return await call()
+        except ConnectionFailed as exc:
+            if loop.time() + delay > deadline:
+                raise
+            log.warning("recording outcomes: %s; retrying in %.1fs", exc.message, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)

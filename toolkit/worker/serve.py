@@ -1,0 +1,82 @@
+"""Putting a worker together: load the user's Registry, pick a backend, serve it with uvicorn.
+
+Both transports run the same app: POST /run for pg_net wake-ups, GET /healthz, and with
+``listen`` a LISTEN connection for NOTIFY wake-ups as well. A worker that gives up (the database or
+LISTEN unreachable for too long) raises WorkerGaveUp once uvicorn has stopped, so the process exits
+non-zero with a one-line reason and a supervisor restarts it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..app import resolve_url
+from ..config import Settings
+from ..exceptions import ConfigError, WorkerGaveUp
+from ..handlers import Registry
+from .backends import Backend
+from .backends.postgres import PostgresBackend
+from .endpoint import EndpointOptions, WorkerEndpoint
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    prepare: bool = True
+    endpoint: EndpointOptions = field(default_factory=EndpointOptions)
+
+
+def load_registry(spec: str) -> Registry:
+    """``"package.module:jobs"`` -> the Registry object it names."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"{spec!r} is not MODULE:ATTRIBUTE", hint="e.g. jobkit worker serve app.jobs:jobs")
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module_name}: {exc}",
+                          hint="run from your project's folder, or fix PYTHONPATH") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module failed while importing
+        raise ConfigError(f"importing {module_name} failed: {type(exc).__name__}: {exc}",
+                          hint="run `python -c 'import " + module_name + "'` to see the traceback") from exc
+    registry = getattr(module, attr, None)
+    if not isinstance(registry, Registry):
+        raise ConfigError(f"{spec} is not a jobkit.Registry (got {type(registry).__name__})",
+                          hint="create it with `jobs = jobkit.Registry()`")
+    return registry
+
+
+def postgres_backend(settings: Settings, options: WorkerOptions) -> PostgresBackend:
+    return PostgresBackend(resolve_url(settings), settings.schema,
+                           max_size=min(max(options.endpoint.concurrency // 2, 4), 20),
+                           prepare=options.prepare)
+
+
+def serve(registry: Registry, backend: Backend, options: WorkerOptions) -> None:
+    """Serve the endpoint until SIGTERM/SIGINT (then drain gracefully); raise WorkerGaveUp when the
+    worker gave up."""
+    import uvicorn
+
+    holder: list[uvicorn.Server] = []
+
+    def stop(_reason: str) -> None:
+        if holder:
+            holder[0].should_exit = True
+
+    endpoint = WorkerEndpoint(registry, backend, options.endpoint, on_fatal=stop)
+    config = uvicorn.Config(endpoint.app, host=options.host, port=options.port, lifespan="on",
+                            log_level="info",
+                            timeout_graceful_shutdown=int(options.endpoint.grace.total_seconds()))
+    server = uvicorn.Server(config)
+    holder.append(server)
+    server.run()
+    if endpoint.failure is not None:
+        raise WorkerGaveUp(endpoint.failure)
+    if not server.started:
+        raise ConfigError(f"the worker could not serve on {options.host}:{options.port}",
+                          hint="see the log above; pick a free --port")

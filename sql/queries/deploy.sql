@@ -32,6 +32,9 @@ select version, name, checksum, applied_at from {{ s }}.schema_migrations order 
 -- name: deploy_try_lock
 select pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended(%(key)s, 0)) as locked
 
+-- name: deploy_lock
+select pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended(%(key)s, 0))
+
 -- name: deploy_unlock
 select pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended(%(key)s, 0)) as unlocked
 

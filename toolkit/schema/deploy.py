@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -11,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings
-from ..connector import Database, Session
+from ..connector import Database, Session, sqlstate
 from ..cron import schedules as scheduling
-from ..exceptions import DeployError, DriftError, PrerequisiteError
+from ..exceptions import DatabaseError, DeployError, DriftError, PrerequisiteError
 from ..queries import queries
 from . import sync
-from .migrations import Plan, applied_migrations, apply, plan
+from .migrations import Plan, applied_migrations, apply, milliseconds, plan
 from .render import render_api, render_migrations, render_unit
 
 Echo = Callable[[str], None]
@@ -167,20 +166,23 @@ def _raise_if_drift(the_plan: Plan, report: DeployReport) -> None:
 
 @contextmanager
 def _deploy_lock(session: Session, settings: Settings, wait: timedelta, echo: Echo) -> Iterator[None]:
+    """Hold jobkit's deploy lock (a session-level advisory lock): taken at once when free, else
+    queued for (at most) ``wait`` inside PostgreSQL, which grants it the moment the holder lets go."""
     q = queries(settings.schema)
     key = {"key": f"jobkit:deploy:{settings.schema}"}
-    deadline = time.monotonic() + wait.total_seconds()
-    announced = False
-    while not session.scalar(q["deploy_try_lock"], key):
-        if time.monotonic() > deadline:
+    if not session.scalar(q["deploy_try_lock"], key):
+        echo("waiting for another jobkit deploy to finish...")
+        try:
+            with session.transaction():
+                session.execute(q["set_local_lock_timeout"], {"timeout": milliseconds(wait)})
+                session.execute(q["deploy_lock"], key)
+        except DatabaseError as exc:
+            if sqlstate(exc) != "55P03":  # lock_not_available: the wait ran out
+                raise
             raise DeployError(
                 "another jobkit deploy held the deploy lock for too long",
                 hint="wait for it to finish (see pg_stat_activity) and run `jobkit deploy` again",
-            )
-        if not announced:
-            echo("waiting for another jobkit deploy to finish...")
-            announced = True
-        time.sleep(0.2)
+            ) from None
     try:
         yield
     finally:

@@ -77,7 +77,7 @@ def apply(
     session.notices.clear()
     try:
         with session.transaction():
-            session.execute(q["set_local_lock_timeout"], {"timeout": _ms(lock_timeout)})
+            session.execute(q["set_local_lock_timeout"], {"timeout": milliseconds(lock_timeout)})
             session.script(render_unit(settings, migration))
     except DatabaseError as exc:
         raise DeployError(
@@ -96,5 +96,5 @@ def _deploy_hint(exc: DatabaseError, lock_timeout: timedelta) -> str:
     return exc.hint or "nothing was changed; fix the cause above and run `jobkit deploy` again"
 
 
-def _ms(value: timedelta) -> str:
+def milliseconds(value: timedelta) -> str:
     return f"{int(value.total_seconds() * 1000)}ms"

@@ -355,6 +355,15 @@ def _deploy(config: Path, db_url: str) -> None:
     _cli(config, "deploy", "--check", "--db-url", db_url)
 
 
+def _locked_deploy(config: Path, db_url: str) -> None:
+    """A deploy that queues for the deploy lock (held here) until --lock-wait runs out."""
+    with psycopg.connect(db_url, autocommit=True) as holder:
+        holder.execute("select pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended(%s, 0))",
+                       (f"jobkit:deploy:{SCHEMA}",))
+        result = CliRunner().invoke(cli, ["-c", str(config), "deploy", "--db-url", db_url, "--lock-wait", "1s"])
+    assert result.exit_code != 0 and "held the deploy lock" in result.output, result.output
+
+
 def _enqueue(db_url: str, config: Path) -> None:
     jobkit.enqueue(db_url, "mail", {"to": "a"})
     jobkit.enqueue(db_url, "mail", {"to": "b"}, delay=timedelta(0), idempotency_key="k")
@@ -374,7 +383,10 @@ def _drain(db_url: str) -> None:
             await Drainer(jobs, backend).drain(job_type)
         drainer = Drainer(jobs, backend, concurrency=1, prefetch=3)
         task = asyncio.create_task(drainer.drain("slow"))
-        await asyncio.sleep(0.1)
+        deadline = asyncio.get_running_loop().time() + 10
+        while drainer.held == 0:  # until the slow jobs are claimed
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.005)
         assert await drainer.shutdown(timedelta(seconds=5)) > 0  # release_jobs
         await task
         assert await backend.due_types() and await backend.due_count("slow")
@@ -520,6 +532,7 @@ def test_planted_objects_never_run(
     pinned = planted.app
     steps: list[tuple[str, Callable[[], object]]] = [
         ("deploy", lambda: _deploy(config, db_url)),
+        ("deploy behind a held lock", lambda: _locked_deploy(config, db_url)),
         ("enqueue", lambda: _enqueue(db_url, config)),
         ("worker", lambda: _drain(db_url)),
         ("job manager", lambda: _with_session(db_url, _manager)),

@@ -1,4 +1,4 @@
-"""Rendering is deterministic, follows the schema setting, and its output really installs jobkit."""
+"""Rendering is deterministic, follows the schema setting, one file per migration (integration/test_render_install.py applies the output)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,8 @@ from pathlib import Path
 
 import pytest
 from jobkit.config import Settings
-from jobkit.connector import Database
 from jobkit.exceptions import ResourceError
 from jobkit.schema.render import ident, literal, migration_files, render_migrations, render_script
-from versions import HEAD
 
 
 def test_same_settings_give_identical_bytes() -> None:
@@ -28,16 +26,6 @@ def test_job_type_settings_do_not_change_migrations(sample_config: Path) -> None
     from jobkit.config import load_settings
 
     assert render_script(load_settings(sample_config, env={})) == render_script(Settings())
-
-
-def test_rendered_script_installs_jobkit_in_a_custom_schema(fresh_db: str) -> None:
-    with Database(fresh_db).session() as s:
-        s.script(render_script(Settings(schema="app_jobs")))
-        job_id = s.scalar("select app_jobs.enqueue('t', '{}')")
-        assert s.scalar("select count(*) from app_jobs.pick_jobs('t', 5, 'w', '1 minute')") == 1
-        assert s.scalar("select app_jobs.complete_job(%s, 1, null)", (job_id,)) is True
-        assert s.scalar("select max(version) from app_jobs.schema_migrations") == HEAD
-        assert s.scalar("select count(*) from pg_namespace where nspname = 'jobkit'") == 0
 
 
 def test_quoting_filters() -> None:

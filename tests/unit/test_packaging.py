@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 # Not part of a source tree: local state, caches and build output (a stale build/lib would leak
 # deleted files into the wheel, which is why the tree is copied before `pip install`).

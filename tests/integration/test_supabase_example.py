@@ -14,7 +14,7 @@ from urllib.parse import unquote, urlsplit
 
 from versions import HEAD, MIGRATIONS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ROOT / "supabase"
 TESTS = PROJECT / "tests"
 JOBKIT_FILE = re.compile(r"^(\d{14})_jobkit_(\d{4})\.sql$")

@@ -134,10 +134,11 @@ def test_committed_post_is_sent_only_after_commit(net: PgNetStandIn, server: Ser
             "select net.http_post(%s, body => %s::jsonb, headers => %s::jsonb, timeout_milliseconds => 2000)",
             (server.base + "/ok", '{"job": 7}', '{"Authorization": "Bearer t0k"}'),
         ).fetchone()[0]  # type: ignore[index]
-        time.sleep(0.3)  # nothing wakes the worker before the commit (nor could it see the row)
-        assert server.seen == []
+        with psycopg.connect(net.url, autocommit=True) as other:  # a committed request wakes the worker
+            other.execute("select net.http_get(%s)", (server.base + "/ok?marker",))
+        assert [s.path for s in server.wait_for(1)] == ["/ok?marker"]  # that pass could not see ours
         conn.commit()
-    [seen] = server.wait_for(1)
+    seen = server.wait_for(2)[1]
     assert (seen.method, seen.path, json.loads(seen.body)) == ("POST", "/ok", {"job": 7})
     assert seen.headers["Content-Type"] == "application/json"  # added by http_post
     assert seen.headers["Authorization"] == "Bearer t0k"
@@ -156,11 +157,13 @@ def test_rolled_back_post_sends_nothing_and_wakes_nothing(net: PgNetStandIn, ser
     with psycopg.connect(net.url) as conn:
         conn.execute("select net.http_post(%s, timeout_milliseconds => 1000)", (server.base + "/ok",))
         conn.rollback()
-    time.sleep(0.4)
-    assert server.seen == []
     assert net.stats["wakes"] == 0  # NOTIFY, like pg_net's commit callback, fires at commit only
+    marker = one(net.url, "select net.http_get(%s)", server.base + "/ok?marker")  # to see a pass
+    assert net.response(marker) is not None
+    assert [s.path for s in server.seen] == ["/ok?marker"]  # the rolled-back one never queued
+    assert net.stats["wakes"] == 1
     assert one(net.url, "select count(*) from net.http_request_queue") == 0
-    assert one(net.url, "select count(*) from net._http_response") == 0
+    assert one(net.url, "select count(*) from net._http_response") == 1  # the marker's
 
 
 def test_get_params_delete_body_and_redirects(net: PgNetStandIn, server: Server) -> None:
@@ -295,11 +298,12 @@ def test_a_row_inserted_into_the_queue_waits_for_a_wake(net: PgNetStandIn, serve
             " values ('GET', %s, '{}', 2000)",
             (server.base + "/ok?direct",),
         )
-        time.sleep(0.5)
-        assert server.seen == [] and net.stats["wakes"] == 0  # no net.wake(): not sent, as in pg_net
+        assert net.stats["wakes"] == 0  # no net.wake(): not sent, as in pg_net
         conn.execute("select net.http_get(%s)", (server.base + "/ok?woken",))
     seen = server.wait_for(2, timeout=3)
     assert sorted(s.path for s in seen) == ["/ok?direct", "/ok?woken"]
+    # both went in the one pass the wake started: the direct row had waited for it
+    assert (net.stats["wakes"], net.stats["batches"]) == (1, 1)
 
 
 def test_drop_mode(fresh_db: str, server: Server) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from jobkit.connector import Database
 from jobkit.ops.localdb import LocalCluster
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench/ lives next to tests/, outside the installed package
     sys.path.insert(0, str(ROOT))
 

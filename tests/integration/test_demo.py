@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -64,31 +65,31 @@ def test_jobkit_dev_live_runs_handlers_and_stops_cleanly_on_ctrl_c(tmp_path: Pat
     run = [sys.executable, "-m", "jobkit"]
     proc = subprocess.Popen([*run, "dev"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    up = threading.Event()
+
+    def read() -> None:  # `jobkit dev` says "worker up" once deployed and LISTENing
+        for line in proc.stdout or []:
+            lines.append(line)
+            if line.startswith("worker up"):
+                up.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        url = ""
-        deadline = time.monotonic() + 60
-        while not url and time.monotonic() < deadline:
-            status = subprocess.run([*run, "db", "url"], cwd=tmp_path, env=env, capture_output=True, text=True)
-            url = status.stdout.strip() if status.returncode == 0 else ""
-            time.sleep(0.5)
-        db = Database(url)
-        job_id = None
-        while job_id is None and time.monotonic() < deadline:
-            try:
-                with db.session() as s:
-                    if s.scalar("select to_regclass('jobkit.wakeups') is not null"):
-                        time.sleep(1.5)  # the worker LISTENs once deploy is done
-                        job_id = s.scalar("select jobkit.enqueue('demo.email', '{\"to\": \"x@example.com\"}')")
-            except Exception:  # noqa: BLE001 - still starting
-                time.sleep(0.5)
-        assert job_id is not None
-        with db.session() as s:
+        assert up.wait(90), "".join(lines)
+        url = subprocess.run([*run, "db", "url"], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        with Database(url).session() as s:
+            job_id = s.scalar("select jobkit.enqueue('demo.email', '{\"to\": \"x@example.com\"}')")
+            deadline = time.monotonic() + 60
             while s.scalar("select status from jobkit.jobs where id = %s", (job_id,)) != "completed":
                 assert time.monotonic() < deadline, "jobkit dev did not run the job"
                 time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
-        assert proc.returncode == 0, out
+        assert proc.wait(timeout=60) == 0, "".join(lines)
+        reader.join(timeout=10)
+        out = "".join(lines)
         assert "stopped the local database" in out
     finally:
         if proc.poll() is None:

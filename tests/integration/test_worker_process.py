@@ -4,7 +4,6 @@ and through NOTIFY; kill -9 mid-batch; SIGTERM mid-drain; two processes under on
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -112,7 +111,8 @@ def test_kill_9_mid_batch_loses_nothing_and_side_effects_happen_once(
     victim.proc.kill()  # kill -9 mid-batch: every job is processing, its side effect done
     victim.proc.communicate(timeout=10)
     assert _count(session, "status = 'processing'") == 6
-    time.sleep(5.5)  # lease = 5 s, no heartbeat from a dead process
+    _wait(lambda: _count(session, "lease_expires_at < now()") == 6, 15,  # lease = 5 s, no heartbeat
+          "leases did not expire")
     assert len(manager.sweep_stuck()) == 6
     session.execute("update jobkit.jobs set scheduled_for = now(), payload = '{\"seconds\": 0.1}'")
     rescuer = workers()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 from clusters import running_cluster
@@ -20,7 +22,7 @@ from jobkit.schema.deploy import DeployOptions, DeployReport, deploy
 from versions import HEAD, MIGRATIONS
 
 VERSIONS = [m[:4] for m in MIGRATIONS]
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 QUIET = {"echo": lambda _m: None}
 
 
@@ -196,3 +198,32 @@ def test_plain_postgres_deploys_and_reports_skipped_grants(no_roles_cluster: Loc
 def _extra_cluster(factory: pytest.TempPathFactory, **flags: bool) -> Iterator[LocalCluster]:
     with running_cluster(factory.mktemp("extra"), **flags) as local:
         yield local
+
+
+def test_a_second_deploy_queues_for_the_lock_and_gives_up_after_lock_wait(db_url: str) -> None:
+    """Deploys serialise on an advisory lock: one that finds it held waits inside PostgreSQL (no
+    polling), proceeds the moment it is released, and gives up with a hint after --lock-wait."""
+    key = "jobkit:deploy:jobkit"
+    holder = psycopg.connect(db_url, autocommit=True)
+    try:
+        holder.execute("select pg_advisory_lock(hashtextextended(%s, 0))", (key,))
+        with pytest.raises(DeployError, match="held the deploy lock"):
+            _deploy(db_url, lock_wait=timedelta(seconds=1), schedules=False)
+        said: list[str] = []
+        waiting = threading.Event()
+
+        def echo(message: str) -> None:
+            said.append(message)
+            if message.startswith("waiting for another jobkit deploy"):
+                waiting.set()
+
+        done: list[DeployReport] = []
+        second = threading.Thread(target=lambda: done.append(deploy(
+            Database(db_url), Settings(db_url=db_url), DeployOptions(schedules=False), echo=echo)))
+        second.start()
+        assert waiting.wait(10)
+        holder.execute("select pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+        second.join(30)
+        assert done and done[0].head is not None
+    finally:
+        holder.close()

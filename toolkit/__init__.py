@@ -21,6 +21,7 @@ from .enqueue import enqueue, enqueue_many
 from .exceptions import JobkitError
 from .handlers import Permanent, RateLimited, Registry, Retry
 from .jobs import Job, NewJob, Status
+from .worker.backends.memory import MemoryBackend
 from .worker.backends.postgres import PostgresBackend
 from .worker.endpoint import WorkerEndpoint, create_app
 
@@ -30,7 +31,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
     __version__ = "0.0.0+unknown"
 
 __all__ = [
-    "Job", "JobContext", "JobkitError", "NewJob", "Permanent", "PostgresBackend", "RateLimited", "Registry",
+    "Job", "JobContext", "JobkitError", "MemoryBackend", "NewJob", "Permanent", "PostgresBackend", "RateLimited", "Registry",
     "Retry",
     "Settings", "Status", "WorkerEndpoint", "__version__", "create_app", "enqueue", "enqueue_many",
     "load_settings",

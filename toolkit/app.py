@@ -1,14 +1,99 @@
-"""Which database a command talks to: the configured URL, else the running local cluster."""
+"""The application object: one command's settings, its database, one session and the lifecycle.
+
+Each CLI command builds one App (cli/common.py) and hands it to a plain API function; everything the
+command does goes through ``app.db``, whose ``session()`` hands out the App's one connection (opened
+on first use, closed with the App). The URL comes from config.py's precedence, else the running local
+cluster (`jobkit db start`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from functools import cached_property
+from types import TracebackType
+
 from .config import Settings
-from .connector import Database
+from .connector import Database, Session
 from .exceptions import ConfigError
+from .lifecycle import Lifecycle
+from .queries import queries
+
+
+class App:
+    """Settings + one database session, opened lazily and shared by everything a command calls."""
+
+    def __init__(self, settings: Settings, *, application_name: str = "jobkit") -> None:
+        self.settings = settings
+        self.application_name = application_name
+
+    @cached_property
+    def db(self) -> SharedDatabase:
+        """The database; its ``session()`` is this App's one session."""
+        return SharedDatabase(resolve_url(self.settings), application_name=self.application_name)
+
+    @property
+    def session(self) -> Session:
+        return self.db.shared()
+
+    @property
+    def queries(self) -> dict[str, str]:
+        return queries(self.settings.schema)
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        return Lifecycle(self.session, self.settings.schema)
+
+    def close(self) -> None:
+        if "db" in self.__dict__:
+            self.db.close()
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class SharedDatabase(Database):
+    """A Database whose sessions are one connection, opened on first use: an API function that
+    opens a session inside another command's work reuses it instead of connecting again. Sessions
+    are autocommit; a transaction is what ``session.transaction()`` opens, as with any Database."""
+
+    def __init__(self, url: str, *, application_name: str = "jobkit") -> None:
+        super().__init__(url, application_name=application_name)
+        self._stack = ExitStack()
+        self._session: Session | None = None
+        self._others: dict[str, SharedDatabase] = {}
+
+    def shared(self, connect_timeout: int = 10) -> Session:
+        if self._session is None or self._session.closed:
+            self._session = self._stack.enter_context(Database.session(self, connect_timeout=connect_timeout))
+        return self._session
+
+    @contextmanager
+    def session(self, *, connect_timeout: int = 10) -> Iterator[Session]:
+        yield self.shared(connect_timeout)
+
+    def with_dbname(self, dbname: str) -> SharedDatabase:
+        """The same server in another database (pg_cron's), shared the same way and closed with this one."""
+        if dbname == self.dbname:
+            return self
+        if dbname not in self._others:
+            other = Database.with_dbname(self, dbname)
+            self._others[dbname] = SharedDatabase(other.url, application_name=self.application_name)
+        return self._others[dbname]
+
+    def close(self) -> None:
+        for other in self._others.values():
+            other.close()
+        self._stack.close()
+        self._session = None
 
 
 def database(settings: Settings, *, application_name: str = "jobkit") -> Database:
-    """The Database for ``settings`` (see config.py for the URL precedence)."""
+    """A (non-shared) Database for ``settings``."""
     return Database(resolve_url(settings), application_name=application_name)
 
 
@@ -27,3 +112,4 @@ def resolve_url(settings: Settings) -> str:
             "or start the local database with `jobkit db start`"
         ),
     )
+

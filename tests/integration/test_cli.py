@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -164,3 +165,28 @@ def test_worker_serve_with_a_bad_registry(db_url: str) -> None:
     assert result.exit_code == 1 and "cannot import no_such_module" in result.output
     result = _run("worker", "serve", "json:dumps", "--db-url", db_url)
     assert result.exit_code == 1 and "is not a jobkit.Registry" in result.output
+
+
+@pytest.mark.parametrize("args", [
+    ("status",), ("status", "--json"), ("jobs", "list"), ("jobs", "retry", "--dead"), ("schedule", "list"),
+    ("ratelimit", "list"), ("secrets", "show"), ("doctor",), ("deploy",), ("deploy", "--check"),
+])
+def test_a_command_opens_one_connection(args: tuple[str, ...], db_url: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each command opens its App once: one connection to jobkit's database, however many API
+    functions it calls (and one to pg_cron's database, when that is another one, as here)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    opened: list[str] = []
+    connect = psycopg.connect
+
+    def counting(conninfo: str = "", **kwargs: Any) -> Any:
+        opened.append(str(kwargs.get("dbname") or conninfo_to_dict(conninfo).get("dbname")))
+        return connect(conninfo, **kwargs)
+
+    monkeypatch.setattr(psycopg, "connect", counting)
+    result = CliRunner().invoke(cli, [*args, "--db-url", db_url])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output  # a check may fail here
+    ours = conninfo_to_dict(db_url)["dbname"]
+    assert opened.count(ours) == 1 and len(opened) == len(set(opened)), (args, opened)

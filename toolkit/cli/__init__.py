@@ -16,9 +16,10 @@ from . import deploy as deploy_cmd
 from . import dev as dev_cmd
 from . import ops as ops_cmd
 from .common import pass_state
-from .enqueue import enqueue, ratelimit
+from .enqueue import enqueue
 from .init import init
 from .jobs import jobs
+from .ratelimit import ratelimit
 from .schedule import schedule
 from .secrets import secrets
 from .worker import worker

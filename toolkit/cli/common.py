@@ -1,4 +1,4 @@
-"""Shared CLI plumbing: the state object, the --db-url option, settings loading."""
+"""Shared CLI plumbing: the state object (which opens each command's App), the --db-url option."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
+from ..app import App
 from ..config import Settings, load_settings, worker_secret_from_env
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -21,6 +22,12 @@ class State:
 
     def settings(self, db_url: str | None = None) -> Settings:
         return load_settings(self.config_path, db_url=db_url)
+
+    def app(self, db_url: str | None = None, *, application_name: str = "jobkit") -> App:
+        """The command's App: its settings and one database session, closed when the command ends."""
+        app = App(self.settings(db_url), application_name=application_name)
+        click.get_current_context().call_on_close(app.close)
+        return app
 
     def worker_secret(self) -> str | None:
         return worker_secret_from_env()

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import click
 
-from ..app import database
 from ..durations import parse_duration
 from ..schema.deploy import DeployOptions, DeployReport, deploy
-from ..schema.render import render_migrations, render_script, render_unit
+from ..schema.render import render_script, write_units
 from ..schema.supabase_cli import write_migration
 from .common import State, db_url_option, pass_state
 
@@ -36,10 +35,7 @@ def render(state: State, out_dir: Path | None, supabase: bool, supabase_dir: Pat
         path = write_migration(settings, supabase_dir)
         click.echo(f"wrote {path}" if path else "no new jobkit migrations: nothing written")
     elif out_dir:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for migration in render_migrations(settings):
-            target = out_dir / f"{migration.version}_{migration.name}.sql"
-            target.write_text(render_unit(settings, migration), encoding="utf-8")
+        for target in write_units(settings, out_dir):
             click.echo(f"wrote {target}")
     else:
         click.echo(render_script(settings), nl=False)
@@ -65,11 +61,10 @@ def deploy_command(state: State, db_url: str | None, dry_run: bool, check: bool,
       jobkit deploy --check       # exit 3 when behind: the CI step on pull requests
       jobkit deploy --dry-run
     """
-    settings = state.settings(db_url)
-    db = database(settings, application_name="jobkit deploy")
+    app = state.app(db_url, application_name="jobkit deploy")
     options = DeployOptions(dry_run=dry_run, check=check, lock_wait=parse_duration(lock_wait))
-    report = deploy(db, settings, options, echo=lambda m: click.echo(m, err=True))
-    _print_report(report, settings.schema, dry_run=dry_run, check=check)
+    report = deploy(app.db, app.settings, options, echo=lambda m: click.echo(m, err=True))
+    _print_report(report, app.settings.schema, dry_run=dry_run, check=check)
 
 
 def _print_report(report: DeployReport, schema: str, *, dry_run: bool, check: bool) -> None:

@@ -4,24 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import replace
-from pathlib import Path
 
 import click
 from rich.live import Live
 from rich.table import Table
 
-from ..config import RateLimitConfig, Settings
-from ..connector import Database
-from ..exceptions import JobkitError
-from ..handlers import Registry
+from ..ops import dev as dev_api
 from ..ops import status as status_api
 from ..ops.demo import Outcome, run_demo
-from ..ops.example import example_registry
-from ..ops.localdb import LocalCluster
-from ..schema.deploy import deploy
 from ..worker.local import LocalWorker
-from ..worker.serve import load_registry
 from .common import State, console, pass_state
 from .ops import render
 
@@ -40,58 +31,31 @@ def dev(state: State, demo: bool, app_spec: str | None) -> None:
       jobkit dev --demo
       jobkit dev --app app.jobs:jobs
     """
-    settings = state.settings()
-    cluster = None if settings.db_url else LocalCluster(settings.home)
-    url = settings.db_url or cluster.start()  # type: ignore[union-attr]
-    settings = _with_demo_limit(replace(settings, db_url=url))
-    db = Database(url, application_name="jobkit dev")
-    report = deploy(db, settings, echo=click.echo)
-    click.echo(f"database {db.display_url}: schema {settings.schema} at {report.head}")
-    registry = _registry(app_spec)
+    env = dev_api.start(state.settings(), app_spec, click.echo)
+    click.echo(f"database {env.db.display_url}: schema {env.settings.schema} at {env.head}")
     if demo:
-        _demo(db, settings, registry)
+        outcomes = asyncio.run(run_demo(env.db, env.settings, env.registry, click.echo))
+        _show(outcomes)
+        dev_api.verify(outcomes)
+        click.echo(f"demo ok: {len(outcomes)} jobs reached their expected states")
         return
     try:
-        asyncio.run(_live(db, settings, registry))
+        asyncio.run(_live(env))
     except KeyboardInterrupt:
         pass
     finally:
-        if cluster is not None:
-            cluster.stop()
+        if env.stop():
             click.echo("stopped the local database")
 
 
-def _registry(app_spec: str | None) -> Registry:
-    if app_spec:
-        return load_registry(app_spec)
-    if Path("jobs.py").is_file():
-        return load_registry("jobs:jobs")
-    return example_registry()
-
-
-def _with_demo_limit(settings: Settings) -> Settings:
-    if "demo-api" in settings.ratelimits:
-        return settings
-    return replace(settings, ratelimits={**settings.ratelimits, "demo-api": RateLimitConfig(2.0, 1)})
-
-
-def _demo(db: Database, settings: Settings, registry: Registry) -> None:
-    outcomes = asyncio.run(run_demo(db, settings, registry, click.echo))
-    _show(outcomes)
-    bad = [o for o in outcomes if not o.ok]
-    if bad:
-        raise JobkitError(f"{len(bad)} demo job(s) ended in an unexpected state: {bad[0].label}")
-    click.echo(f"demo ok: {len(outcomes)} jobs reached their expected states")
-
-
-async def _live(db: Database, settings: Settings, registry: Registry) -> None:
-    async with LocalWorker(db, settings, registry, echo=click.echo) as worker:
-        click.echo(f"worker up ({worker.transport}) for {', '.join(registry.types)}; Ctrl-C stops")
+async def _live(env: dev_api.DevEnv) -> None:
+    async with LocalWorker(env.db, env.settings, env.registry, echo=click.echo) as worker:
+        click.echo(f"worker up ({worker.transport}) for {', '.join(env.registry.types)}; Ctrl-C stops")
         with Live(console=console(), auto_refresh=False) as live:
             while True:
-                st = await asyncio.to_thread(status_api.collect, db, settings)
+                st = await asyncio.to_thread(status_api.collect, env.db, env.settings)
                 live.update(render(st), refresh=True)
-                await asyncio.sleep(2)
+                await asyncio.sleep(2)  # the refresh interval
 
 
 def _show(outcomes: list[Outcome]) -> None:

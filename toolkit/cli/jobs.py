@@ -8,7 +8,6 @@ import click
 from rich.progress import Progress
 from rich.table import Table
 
-from ..app import database
 from ..durations import parse_duration
 from ..ops import admin as jobsadmin
 from .common import State, console, db_url_option, pass_state
@@ -40,8 +39,8 @@ def list_(
     Example:
       jobkit jobs list --status failed --limit 20
     """
-    settings = state.settings(db_url)
-    rows = jobsadmin.list_jobs(database(settings), settings, job_type=job_type, status=status, limit=limit)
+    app = state.app(db_url)
+    rows = jobsadmin.list_jobs(app.db, app.settings, job_type=job_type, status=status, limit=limit)
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))
         return
@@ -73,8 +72,8 @@ def show(state: State, job_id: str, as_json: bool, db_url: str | None) -> None:
     Example:
       jobkit jobs show 3f0c5b0e-...
     """
-    settings = state.settings(db_url)
-    job, attempts = jobsadmin.show(database(settings), settings, jobsadmin.parse_id(job_id))
+    app = state.app(db_url)
+    job, attempts = jobsadmin.show(app.db, app.settings, jobsadmin.parse_id(job_id))
     if as_json:
         click.echo(json.dumps({"job": job.__dict__, "attempts": [a.__dict__ for a in attempts]}, indent=2,
                               default=str))
@@ -113,13 +112,12 @@ def retry(
     """
     if (job_id is None) == (not dead):
         raise click.UsageError("give a job id, or --dead")
-    settings = state.settings(db_url)
-    db = database(settings)
+    app = state.app(db_url)
     if job_id is not None:
-        jobsadmin.retry_one(db, settings, jobsadmin.parse_id(job_id))
+        jobsadmin.retry_one(app.db, app.settings, jobsadmin.parse_id(job_id))
         click.echo(f"retrying {job_id}")
         return
-    ids = jobsadmin.dead_ids(db, settings, job_type)
+    ids = jobsadmin.dead_ids(app.db, app.settings, job_type)
     if not ids:
         click.echo("no dead jobs")
         return
@@ -127,7 +125,7 @@ def retry(
         click.confirm(f"retry {len(ids)} dead job(s)?", abort=True)
     with Progress(console=console(err=True), transient=True) as bar:
         task = bar.add_task("retrying", total=len(ids))
-        done = jobsadmin.retry_many(db, settings, ids, lambda n: bar.advance(task, n))
+        done = jobsadmin.retry_many(app.db, app.settings, ids, lambda n: bar.advance(task, n))
     click.echo(f"retrying {done} job(s)")
 
 
@@ -142,8 +140,8 @@ def cancel(state: State, job_id: str, db_url: str | None) -> None:
     Example:
       jobkit jobs cancel 3f0c5b0e-...
     """
-    settings = state.settings(db_url)
-    jobsadmin.cancel(database(settings), settings, jobsadmin.parse_id(job_id))
+    app = state.app(db_url)
+    jobsadmin.cancel(app.db, app.settings, jobsadmin.parse_id(job_id))
     click.echo(f"cancelled {job_id}")
 
 
@@ -164,12 +162,11 @@ def purge(
       jobkit jobs purge --status completed --older-than 7d --yes
     """
     age = parse_duration(older_than, what="--older-than")
-    settings = state.settings(db_url)
-    db = database(settings)
-    count = jobsadmin.purge_count(db, settings, status, age, job_type)
+    app = state.app(db_url)
+    count = jobsadmin.purge_count(app.db, app.settings, status, age, job_type)
     if count and not yes:
         click.confirm(f"delete {count} {status} job(s) older than {older_than}?", abort=True)
     with Progress(console=console(err=True), transient=True) as bar:
         task = bar.add_task("purging", total=count)
-        deleted = jobsadmin.purge(db, settings, status, age, job_type, lambda n: bar.advance(task, n))
+        deleted = jobsadmin.purge(app.db, app.settings, status, age, job_type, lambda n: bar.advance(task, n))
     click.echo(f"deleted {deleted} job(s)")

@@ -9,7 +9,6 @@ import click
 from rich.live import Live
 from rich.table import Table
 
-from ..app import database
 from ..exceptions import DriftError
 from ..ops import doctor as doctor_api
 from ..ops import status as status_api
@@ -32,24 +31,27 @@ def status(state: State, as_json: bool, watch: bool, db_url: str | None) -> None
       jobkit status --watch
       jobkit status --json | jq '.types[] | select(.runnable > 1000)'
     """
-    settings = state.settings(db_url)
-    db = database(settings)
+    app = state.app(db_url)
+
+    def collect() -> status_api.QueueStatus:
+        return status_api.collect(app.db, app.settings)
+
     if as_json:
-        click.echo(json.dumps(status_api.collect(db, settings).as_dict(), indent=2, default=str))
+        click.echo(json.dumps(collect().as_dict(), indent=2, default=str))
         return
     if not watch:
-        console().print(render(status_api.collect(db, settings)))
+        console().print(render(collect()))
         return
-    with Live(render(status_api.collect(db, settings)), console=console(), auto_refresh=False) as live:
+    with Live(render(collect()), console=console(), auto_refresh=False) as live:
         try:
             while True:
-                time.sleep(2)
-                live.update(render(status_api.collect(db, settings)), refresh=True)
+                time.sleep(2)  # the refresh interval
+                live.update(render(collect()), refresh=True)
         except KeyboardInterrupt:
             pass
 
 
-def render(st: status_api.Status) -> Table:
+def render(st: status_api.QueueStatus) -> Table:
     table = Table(title="jobkit status", title_justify="left")
     for column in (
         "type",
@@ -102,8 +104,8 @@ def doctor(state: State, ping: bool, as_json: bool, db_url: str | None) -> None:
       jobkit doctor
       jobkit doctor --ping
     """
-    settings = state.settings(db_url)
-    checks = doctor_api.run(database(settings), settings, ping=ping)
+    app = state.app(db_url)
+    checks = doctor_api.run(app.db, app.settings, ping=ping)
     if as_json:
         click.echo(json.dumps([c.as_dict() for c in checks], indent=2))
     else:

@@ -8,7 +8,6 @@ from datetime import datetime
 import click
 from rich.table import Table
 
-from ..app import database
 from ..cron import schedules as scheduling
 from ..cron.spec import every as every_to_cron
 from ..cron.spec import validate
@@ -45,8 +44,8 @@ def add(state: State, name: str, every: str | None, cron_expr: str | None, job_t
     if (every is None) == (cron_expr is None):
         raise click.UsageError("give exactly one of --every or --cron")
     spec = every_to_cron(every) if every is not None else validate(cron_expr or "")
-    settings = state.settings(db_url)
-    want = scheduling.add(database(settings), settings, name, spec, job_type=job_type, sql=sql)
+    app = state.app(db_url)
+    want = scheduling.add(app.db, app.settings, name, spec, job_type=job_type, sql=sql)
     click.echo(f"scheduled {want.name} ({want.schedule}): {want.target}")
 
 
@@ -61,8 +60,8 @@ def list_(state: State, as_json: bool, db_url: str | None) -> None:
     Example:
       jobkit schedule list --json
     """
-    settings = state.settings(db_url)
-    rows = scheduling.rows(database(settings), settings)
+    app = state.app(db_url)
+    rows = scheduling.rows(app.db, app.settings)
     if as_json:
         click.echo(json.dumps([_row_dict(r) for r in rows], indent=2))
         return
@@ -86,8 +85,8 @@ def remove(state: State, name: str, db_url: str | None) -> None:
     Example:
       jobkit schedule remove wake-email
     """
-    settings = state.settings(db_url)
-    scheduling.remove(database(settings), settings, name)
+    app = state.app(db_url)
+    scheduling.remove(app.db, app.settings, name)
     click.echo(f"removed {name}")
 
 
@@ -102,8 +101,8 @@ def pause(state: State, name: str, db_url: str | None) -> None:
     Example:
       jobkit schedule pause prune
     """
-    settings = state.settings(db_url)
-    scheduling.set_active(database(settings), settings, name, False)
+    app = state.app(db_url)
+    scheduling.set_active(app.db, app.settings, name, False)
     click.echo(f"paused {name}")
 
 
@@ -118,8 +117,8 @@ def resume(state: State, name: str, db_url: str | None) -> None:
     Example:
       jobkit schedule resume prune
     """
-    settings = state.settings(db_url)
-    scheduling.set_active(database(settings), settings, name, True)
+    app = state.app(db_url)
+    scheduling.set_active(app.db, app.settings, name, True)
     click.echo(f"resumed {name}")
 
 

@@ -6,7 +6,6 @@ import sys
 
 import click
 
-from ..app import database
 from ..cron import secrets as secrets_api
 from ..durations import parse_duration
 from .common import State, db_url_option, pass_state
@@ -46,8 +45,8 @@ def set_(state: State, url: str | None, rotate: bool, secret_stdin: bool, grace:
     if secret_stdin and rotate:
         raise click.UsageError("--secret-stdin and --rotate exclude each other")
     secret = sys.stdin.read().strip() if secret_stdin else None
-    settings = state.settings(db_url)
-    info, generated = secrets_api.set_secrets(database(settings), settings, url=url, secret=secret,
+    app = state.app(db_url)
+    info, generated = secrets_api.set_secrets(app.db, app.settings, url=url, secret=secret,
                                               rotate=rotate, grace=parse_duration(grace, what="--grace"))
     _print(info)
     if generated:
@@ -64,8 +63,8 @@ def show(state: State, db_url: str | None) -> None:
     Example:
       jobkit secrets show
     """
-    settings = state.settings(db_url)
-    _print(secrets_api.show(database(settings), settings))
+    app = state.app(db_url)
+    _print(secrets_api.show(app.db, app.settings))
 
 
 def _print(info: secrets_api.SecretsInfo) -> None:

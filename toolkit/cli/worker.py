@@ -6,12 +6,9 @@ import logging
 
 import click
 
-from ..config import supabase_api_from_env
 from ..durations import parse_duration
-from ..exceptions import ConfigError
-from ..worker.backends.supabase import SupabaseBackend
 from ..worker.endpoint import EndpointOptions
-from ..worker.serve import WorkerOptions, load_registry, postgres_backend, serve
+from ..worker.serve import WorkerOptions, choose_backend, load_registry, serve
 from .common import State, db_url_option, pass_state
 
 
@@ -76,11 +73,4 @@ def serve_command(state: State, registry_spec: str, host: str, port: int, concur
         give_up=parse_duration(give_up, what="--give-up"),
         listen=f"{settings.schema}_wake" if listen_mode else None, secret=state.worker_secret())
     options = WorkerOptions(host=host, port=port, prepare=not no_prepare, endpoint=endpoint)
-    if data_api:
-        api = supabase_api_from_env()
-        if api is None or settings.api_schema is None or listen_mode:
-            raise ConfigError("--data-api needs $SUPABASE_URL, $SUPABASE_SERVICE_ROLE_KEY and [api] schema "
-                              "(and no --listen)", hint="set them, then run `jobkit deploy`")
-        serve(registry, SupabaseBackend(*api, settings.api_schema), options)
-        return
-    serve(registry, postgres_backend(settings, options), options)
+    serve(registry, choose_backend(settings, options, data_api=data_api), options)

@@ -61,6 +61,10 @@ class Session:
         self.notices: list[str] = []
         conn.add_notice_handler(lambda diag: self.notices.append(diag.message_primary or ""))
 
+    @property
+    def closed(self) -> bool:
+        return bool(self._conn.closed)
+
     @classmethod
     def wrap(cls, conn: object) -> Session | None:
         """A Session over the caller's own psycopg connection (its transaction is theirs), or

@@ -25,7 +25,7 @@ class TypeStatus:
 
 
 @dataclass
-class Status:
+class QueueStatus:
     types: list[TypeStatus] = field(default_factory=list)
     wakeups: dict[str, dict[str, int]] = field(default_factory=dict)  # type -> outcome -> count
     schedules: list[dict[str, Any]] = field(default_factory=list)
@@ -34,7 +34,7 @@ class Status:
         return asdict(self)
 
 
-def collect(db: Database, settings: Settings, *, with_schedules: bool = True) -> Status:
+def collect(db: Database, settings: Settings, *, with_schedules: bool = True) -> QueueStatus:
     q = queries(settings.schema)
     with db.session() as s:
         failures = {r["type"]: int(r["failed_1h"]) for r in s.all(q["status_failures"])}
@@ -42,7 +42,7 @@ def collect(db: Database, settings: Settings, *, with_schedules: bool = True) ->
         wakeups: dict[str, dict[str, int]] = {}
         for r in s.all(q["status_wakeups"]):
             wakeups.setdefault(r["type"], {})[r["outcome"]] = int(r["n"])
-    status = Status(types=types, wakeups=wakeups)
+    status = QueueStatus(types=types, wakeups=wakeups)
     if with_schedules:
         status.schedules = [
             {"name": r.name, "schedule": r.schedule, "active": r.active, "last_status": r.last_status,

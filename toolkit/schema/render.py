@@ -165,3 +165,14 @@ def _add(found: dict[str, tuple[str, str, str]], file_name: str) -> None:
     if version in found and found[version][2] != f"migrations/{file_name}":
         raise ResourceError(f"two migrations share version {version}")
     found[version] = (version, name, f"migrations/{file_name}")
+
+
+def write_units(settings: Settings, out_dir: Path) -> list[Path]:
+    """One file per migration (``0001_baseline.sql``, ...), each as `jobkit deploy` would apply it."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for migration in render_migrations(settings):
+        target = out_dir / f"{migration.version}_{migration.name}.sql"
+        target.write_text(render_unit(settings, migration), encoding="utf-8")
+        written.append(target)
+    return written

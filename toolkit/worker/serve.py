@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..app import resolve_url
-from ..config import Settings
+from ..config import Settings, supabase_api_from_env
 from ..exceptions import ConfigError, WorkerGaveUp
 from ..handlers import Registry
 from .backends import Backend
 from .backends.postgres import PostgresBackend
+from .backends.supabase import SupabaseBackend
 from .endpoint import EndpointOptions, WorkerEndpoint
 
 
@@ -49,6 +50,18 @@ def load_registry(spec: str) -> Registry:
         raise ConfigError(f"{spec} is not a jobkit.Registry (got {type(registry).__name__})",
                           hint="create it with `jobs = jobkit.Registry()`")
     return registry
+
+
+def choose_backend(settings: Settings, options: WorkerOptions, *, data_api: bool = False) -> Backend:
+    """The database directly (the default), or with ``data_api`` Supabase's Data API, which needs
+    $SUPABASE_URL, $SUPABASE_SERVICE_ROLE_KEY and the [api] schema, and cannot LISTEN."""
+    if not data_api:
+        return postgres_backend(settings, options)
+    api = supabase_api_from_env()
+    if api is None or settings.api_schema is None or options.endpoint.listen:
+        raise ConfigError("--data-api needs $SUPABASE_URL, $SUPABASE_SERVICE_ROLE_KEY and [api] schema "
+                          "(and no --listen)", hint="set them, then run `jobkit deploy`")
+    return SupabaseBackend(*api, settings.api_schema)
 
 
 def postgres_backend(settings: Settings, options: WorkerOptions) -> PostgresBackend:

@@ -31,8 +31,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
     __version__ = "0.0.0+unknown"
 
 __all__ = [
-    "Job", "JobContext", "JobkitError", "MemoryBackend", "NewJob", "Permanent", "PostgresBackend", "RateLimited", "Registry",
-    "Retry",
-    "Settings", "Status", "WorkerEndpoint", "__version__", "create_app", "enqueue", "enqueue_many",
-    "load_settings",
+    "Job", "JobContext", "JobkitError", "MemoryBackend", "NewJob", "Permanent", "PostgresBackend",
+    "RateLimited", "Registry", "Retry", "Settings", "Status", "WorkerEndpoint", "__version__", "create_app",
+    "enqueue", "enqueue_many", "load_settings",
 ]

@@ -8,6 +8,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
+import jobkit
+import psycopg
 from jobkit.connector import Database
 from jobkit.handlers import Registry
 from jobkit.jobs import NewJob
@@ -41,6 +43,33 @@ def enqueue_bulk(url: str, n: int, batch: int = BULK_BATCH) -> Sample:
         start = time.perf_counter()
         _fill(manager, n, batch)
         elapsed = time.perf_counter() - start
+    return Sample(n / elapsed, verify.jobkit_enqueued(url, n))
+
+
+def enqueue_single_async(url: str, n: int) -> Sample:
+    """``n`` ``await jobkit.enqueue_async`` calls in a loop on one AsyncConnection (autocommit)."""
+    async def main() -> float:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            start = time.perf_counter()
+            for i in range(n):
+                await jobkit.enqueue_async(conn, JOB_TYPE, {"i": i})
+            return time.perf_counter() - start
+
+    elapsed = asyncio.run(main())
+    return Sample(n / elapsed, verify.jobkit_enqueued(url, n))
+
+
+def enqueue_bulk_async(url: str, n: int, batch: int = BULK_BATCH) -> Sample:
+    """``n`` jobs through ``await jobkit.enqueue_many_async``, ``batch`` per statement."""
+    async def main() -> float:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            start = time.perf_counter()
+            for lo in range(0, n, batch):
+                await jobkit.enqueue_many_async(
+                    conn, [NewJob(JOB_TYPE, {"i": i}) for i in range(lo, min(n, lo + batch))])
+            return time.perf_counter() - start
+
+    elapsed = asyncio.run(main())
     return Sample(n / elapsed, verify.jobkit_enqueued(url, n))
 
 

@@ -83,6 +83,8 @@ def rows(results: Results) -> list[tuple[str, str]]:
     return [
         ("enqueue_single", f"Enqueue, one job per statement, {p.n_single:,} in a loop (jobs/s)"),
         ("enqueue_bulk", f"Enqueue, bulk 1,000 per statement, {p.n_bulk:,} jobs (jobs/s)"),
+        ("enqueue_single_async", f"Enqueue with `await enqueue_async`, {p.n_single:,} in a loop (jobs/s)"),
+        ("enqueue_bulk_async", "Enqueue with `await enqueue_many_async`, 1,000 per call (jobs/s)"),
         *drains,
         ("drain_procs", f"Drain {p.n_drain:,}, {PROCS} processes x concurrency {PROC_CONCURRENCY} (jobs/s)"),
         ("drain_defaults", f"Drain {p.n_drain:,}, concurrency 16, each system's defaults (jobs/s)"),

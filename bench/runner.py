@@ -9,7 +9,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import jk_extra, wake
+from . import jk, jk_extra, wake
 from .cluster import BenchCluster
 from .common import Sample, median
 from .systems import PROC_CONCURRENCY, PROCS, System
@@ -158,6 +158,11 @@ def run(cluster: BenchCluster, preset: Preset, systems: list[System], groups: tu
                 sample = measure(s, key, lambda u, fn=fn, call=call: call(fn, u), label)
                 if key == "latency_p50":
                     results.add(s.key, "latency_p99", Sample(sample.extra.get("p99_ms"), sample.check))
+        if "enqueue" in groups and jobkit:  # the asyncio producer API, next to the sync figures
+            measure(jobkit, "enqueue_single_async", lambda u: jk.enqueue_single_async(u, p.n_single),
+                    "enqueue single async (jobs/s)")
+            measure(jobkit, "enqueue_bulk_async", lambda u: jk.enqueue_bulk_async(u, p.n_bulk),
+                    "enqueue bulk async (jobs/s)")
         if "wake" in groups and jobkit:
             _wake(measure, results, jobkit, p)
         if "claim" in groups and jobkit:

@@ -47,7 +47,8 @@ create table {{ s }}.jobs (
     idempotency_key      text,
     updated_at           timestamptz not null default now(),
     constraint jobs_type_not_empty check (type <> ''),
-    constraint jobs_lease_when_processing check (status <> 'processing' or lease_expires_at is not null)
+    constraint jobs_lease_when_processing check (status <> 'processing' or lease_expires_at is not null),
+    constraint jobs_scheduled_for_finite check (pg_catalog.isfinite(scheduled_for))  -- 0002: no infinity
 ) with (
     autovacuum_vacuum_scale_factor = 0.02,
     autovacuum_vacuum_insert_scale_factor = 0.02,
@@ -434,7 +435,7 @@ begin
 end
 $$;
 
--- The seed's signatures, over claim_jobs: whole rows, as claimed (pick_job: one job, the type's lease).
+-- The seed's signature, over claim_jobs: whole rows, as claimed.
 create function {{ s }}.pick_jobs(p_type text, p_limit int, p_worker text, p_lease interval)
 returns setof {{ s }}.jobs
 language plpgsql volatile set search_path = '' as $$
@@ -447,6 +448,7 @@ begin
 end
 $$;
 
+-- The seed's one-job form: pick_jobs for one job under the type's configured lease.
 create function {{ s }}.pick_job(p_type text) returns setof {{ s }}.jobs
 language sql volatile set search_path = '' as $$
     select * from {{ s }}.pick_jobs(p_type, 1, 'pick_job', ({{ s }}.type_settings(p_type)).lease)

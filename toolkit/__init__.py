@@ -17,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .config import Settings, load_settings
 from .context import JobContext
-from .enqueue import enqueue, enqueue_many
+from .enqueue import enqueue, enqueue_async, enqueue_many, enqueue_many_async
 from .exceptions import JobkitError
 from .handlers import Permanent, RateLimited, Registry, Retry
 from .jobs import Job, NewJob, Status
@@ -26,12 +26,12 @@ from .worker.backends.postgres import PostgresBackend
 from .worker.endpoint import WorkerEndpoint, create_app
 
 try:
-    __version__ = version("jobkit")
+    __version__ = version("jobkit-pg")  # the distribution's name; the import is jobkit
 except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
     __version__ = "0.0.0+unknown"
 
 __all__ = [
     "Job", "JobContext", "JobkitError", "MemoryBackend", "NewJob", "Permanent", "PostgresBackend",
     "RateLimited", "Registry", "Retry", "Settings", "Status", "WorkerEndpoint", "__version__", "create_app",
-    "enqueue", "enqueue_many", "load_settings",
+    "enqueue", "enqueue_async", "enqueue_many", "enqueue_many_async", "load_settings",
 ]

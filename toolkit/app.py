@@ -8,7 +8,7 @@ cluster (`jobkit db start`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from functools import cached_property
 from types import TracebackType
@@ -18,19 +18,28 @@ from .connector import Database, Session
 from .exceptions import ConfigError
 from .lifecycle import Lifecycle
 from .queries import queries
+from .schema.migrations import require_deployed
 
 
 class App:
     """Settings + one database session, opened lazily and shared by everything a command calls."""
 
-    def __init__(self, settings: Settings, *, application_name: str = "jobkit") -> None:
+    def __init__(
+        self, settings: Settings, *, application_name: str = "jobkit", deployed: bool = False
+    ) -> None:
+        """With ``deployed``, the first session checks that jobkit is deployed here at this
+        jobkit's head and raises NotDeployed ("run `jobkit deploy`") otherwise."""
         self.settings = settings
         self.application_name = application_name
+        self.deployed = deployed
 
     @cached_property
     def db(self) -> SharedDatabase:
         """The database; its ``session()`` is this App's one session."""
-        return SharedDatabase(resolve_url(self.settings), application_name=self.application_name)
+        db = SharedDatabase(resolve_url(self.settings), application_name=self.application_name)
+        if self.deployed:
+            db.on_open = lambda session: require_deployed(session, self.settings, f"database {db.dbname}")
+        return db
 
     @property
     def session(self) -> Session:
@@ -66,10 +75,14 @@ class SharedDatabase(Database):
         self._stack = ExitStack()
         self._session: Session | None = None
         self._others: dict[str, SharedDatabase] = {}
+        self.on_open: Callable[[Session], None] | None = None  # run once on the new session
 
     def shared(self, connect_timeout: int = 10) -> Session:
         if self._session is None or self._session.closed:
-            self._session = self._stack.enter_context(Database.session(self, connect_timeout=connect_timeout))
+            session = self._stack.enter_context(Database.session(self, connect_timeout=connect_timeout))
+            if self.on_open is not None:
+                self.on_open(session)
+            self._session = session
         return self._session
 
     @contextmanager

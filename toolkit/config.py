@@ -25,7 +25,7 @@ from .exceptions import ConfigError
 
 CONFIG_FILE = "jobkit.toml"
 URL_ENV_VARS = ("JOBKIT_DB_URL", "SUPABASE_DB_URL", "DATABASE_URL")
-_SCHEDULE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+_SCHEDULE_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 #: The shortest lease that heartbeats (once a second, when a third of it is used) keep alive.
 MIN_LEASE = timedelta(seconds=5)
 LEASE_HINT = "heartbeats extend a lease once a third of it is used: 5s is the shortest that holds"
@@ -139,6 +139,12 @@ def worker_secret_from_env(env: Mapping[str, str] | None = None) -> str | None:
     return (os.environ if env is None else env).get("JOBKIT_WORKER_SECRET") or None
 
 
+def metrics_token_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    """``JOBKIT_METRICS_TOKEN``: the bearer token ``GET /metrics`` requires (without one, the worker
+    answers /metrics on loopback only)."""
+    return (os.environ if env is None else env).get("JOBKIT_METRICS_TOKEN") or None
+
+
 def supabase_api_from_env(env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
     """SUPABASE_URL and SUPABASE_SERVICE_ROLE_KEY for the Data API backend (None unless both are set)."""
     e = os.environ if env is None else env
@@ -155,8 +161,13 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Se
         v.type_name(name): _type_config(body, defaults, f"[types.{name}]")
         for name, body in v.table(data.get("types", {}), "[types]").items()
     }
+    schema = v.schema(data.get("schema", "jobkit"))
+    api_schema = _api(data.get("api", {}))
+    if api_schema == schema:
+        raise ConfigError(f"[api] schema {api_schema!r} is jobkit's own schema",
+                          hint="the Data API wrappers need a schema of their own, e.g. jobkit_api")
     return Settings(
-        schema=v.schema(data.get("schema", "jobkit")),
+        schema=schema,
         db_url=v.opt_str(data.get("db_url"), "db_url"),
         defaults=defaults,
         types=types,
@@ -171,7 +182,7 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Se
             v.type_name(key): _ratelimit(body, f"[ratelimits.{key}]")
             for key, body in v.table(data.get("ratelimits", {}), "[ratelimits]").items()
         },
-        api_schema=_api(data.get("api", {})),
+        api_schema=api_schema,
         source=source,
     )
 
@@ -193,6 +204,11 @@ def _read_toml(file: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {file} not found", hint="run `jobkit init` to write one") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: invalid TOML: {exc}", hint="fix the syntax at that line") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file} is not UTF-8 (byte {exc.start})", hint="save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {file}: {exc.strerror}",
+                          hint="check the path and its permissions") from None
 
 
 def _type_config(body: Any, base: TypeConfig, where: str) -> TypeConfig:
@@ -238,10 +254,13 @@ def _wake(body: Any) -> WakeConfig:
         raise ConfigError(f"[wake] transport must be auto, pg_net or notify, got {transport!r}")
     return WakeConfig(
         transport=transport,
-        timeout=v.positive_duration(table.get("timeout", "5s"), "[wake] timeout"),
+        # pg_net's timeout_milliseconds; the worker's longest drain (MAX_BUDGET_MS in endpoint.py)
+        timeout=v.positive_duration(table.get("timeout", "5s"), "[wake] timeout",
+                                    at_most=timedelta(minutes=5)),
         max_fanout=v.integer(table.get("max_fanout", 4), "[wake] max_fanout", 1, 64),
         batch_size=v.integer(table.get("batch_size", 100), "[wake] batch_size", 1, 10_000),
-        budget=v.positive_duration(table.get("budget", "25s"), "[wake] budget"),
+        budget=v.positive_duration(table.get("budget", "25s"), "[wake] budget",
+                                   at_most=timedelta(minutes=15)),
     )
 
 
@@ -280,7 +299,7 @@ def _schedule(body: Any, where: str) -> ScheduleConfig:
 
 
 def _schedule_name(value: str) -> str:
-    if not _SCHEDULE_RE.match(value):
+    if not _SCHEDULE_RE.fullmatch(value):
         raise ConfigError(
             f"schedule name {value!r} is not valid",
             hint="use 1-40 lower-case letters, digits, _ and -, starting with a letter or digit",

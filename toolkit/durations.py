@@ -9,6 +9,7 @@ from .exceptions import ConfigError
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+MAX_SECONDS = 36500 * 86400.0  # 100 years: far past any setting, well inside timedelta and interval
 
 
 def parse_duration(text: str, *, what: str = "duration") -> timedelta:
@@ -20,6 +21,9 @@ def parse_duration(text: str, *, what: str = "duration") -> timedelta:
             hint="write it as a number and a unit: 250ms, 30s, 5m, 2h, 7d (or combined: 1h30m)",
         )
     seconds = sum(float(num) * _UNITS[unit] for num, unit in _PART.findall(cleaned))
+    if seconds > MAX_SECONDS:
+        raise ConfigError(f"{what}: {text!r} is too long a duration",
+                          hint="durations go up to 100 years (36500d)")
     return timedelta(seconds=seconds)
 
 

@@ -1,22 +1,30 @@
-"""Enqueue from Python: ``jobkit.enqueue(target, "send_email", {...})``.
+"""Enqueue from Python: ``jobkit.enqueue(target, "send_email", {...})``, and from asyncio code
+``await jobkit.enqueue_async(target, ...)``.
 
 ``target`` is a database URL, a :class:`jobkit.connector.Database`, a jobkit Session, your own
 psycopg connection (the job is then part of *your* transaction: it exists only if you commit), or
-a supabase-py client (the job goes through the Data API schema, see ``[api] schema``).
+a supabase-py client (the job goes through the Data API schema, see ``[api] schema``). The async
+forms take a URL or your own psycopg ``AsyncConnection`` (again inside your transaction).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+import psycopg
+
 from .connector import Database, Session
+from .connector.aio import AsyncSession
 from .exceptions import ConfigError
 from .jobs import NewJob
-from .lifecycle import Lifecycle
+from .lifecycle import Lifecycle, Statements
+from .validate import integer, type_name
+
+MAX_KEY = 1000  # characters: a btree entry must stay well under its ~2.7 kB limit
 
 
 def enqueue(target: Any, job_type: str, payload: Any, *, priority: int = 0,
@@ -24,8 +32,8 @@ def enqueue(target: Any, job_type: str, payload: Any, *, priority: int = 0,
             max_attempts: int | None = None, idempotency_key: str | None = None,
             schema: str = "jobkit", api_schema: str = "jobkit_api") -> UUID:
     """Enqueue one job; returns its id (an existing unfinished job's id for a repeated key)."""
-    job = NewJob(job_type, payload, priority=priority, run_at=run_at, max_attempts=max_attempts,
-                 idempotency_key=idempotency_key, delay=_delta(delay))
+    job = check_job(NewJob(job_type, payload, priority=priority, run_at=run_at, max_attempts=max_attempts,
+                           idempotency_key=idempotency_key, delay=_delta(delay)))
     return enqueue_many(target, [job], schema=schema, api_schema=api_schema)[0] if _is_supabase(
         target) else _one(target, job, schema)
 
@@ -35,10 +43,63 @@ def enqueue_many(target: Any, jobs: Sequence[NewJob], *, schema: str = "jobkit",
     """Enqueue many jobs in one statement; ids in input order."""
     if not jobs:
         return []
+    for job in jobs:
+        check_job(job)
     if _is_supabase(target):
         return _supabase_many(target, jobs, api_schema)
     with _session(target) as session:
         return Lifecycle(session, schema).enqueue_many(jobs)
+
+
+async def enqueue_async(target: str | psycopg.AsyncConnection[Any], job_type: str, payload: Any, *,
+                        priority: int = 0, run_at: datetime | None = None,
+                        delay: timedelta | float | None = None, max_attempts: int | None = None,
+                        idempotency_key: str | None = None, schema: str = "jobkit") -> UUID:
+    """:func:`enqueue` for asyncio: on a URL, or on your AsyncConnection inside your transaction."""
+    job = check_job(NewJob(job_type, payload, priority=priority, run_at=run_at, max_attempts=max_attempts,
+                           idempotency_key=idempotency_key, delay=_delta(delay)))
+    async with _async_session(target) as session:
+        return await session.run(Statements(schema).enqueue(job))
+
+
+async def enqueue_many_async(target: str | psycopg.AsyncConnection[Any], jobs: Sequence[NewJob], *,
+                             schema: str = "jobkit") -> list[UUID]:
+    """:func:`enqueue_many` for asyncio: one statement; ids in input order."""
+    if not jobs:
+        return []
+    for job in jobs:
+        check_job(job)
+    async with _async_session(target) as session:
+        return await session.run(Statements(schema).enqueue_many(jobs))
+
+
+@asynccontextmanager
+async def _async_session(target: Any) -> AsyncIterator[AsyncSession]:
+    if isinstance(target, psycopg.AsyncConnection):
+        yield AsyncSession(target)
+        return
+    if not isinstance(target, str):
+        raise ConfigError(f"cannot enqueue_async into a {type(target).__name__}",
+                          hint="pass a database URL or a psycopg AsyncConnection")
+    async with AsyncSession.connect(target) as session:
+        yield session
+
+
+def check_job(job: NewJob) -> NewJob:
+    """Refuse, with the field named, what the database would refuse with a misleading message (a
+    long type read as "payload too long", a huge priority as "function does not exist")."""
+    type_name(job.type)
+    if job.priority is not None:
+        integer(job.priority, "priority", -(2**31), 2**31 - 1)
+    if job.max_attempts is not None:
+        integer(job.max_attempts, "max_attempts", 1, 1_000_000)
+    if job.idempotency_key is not None and not 1 <= len(job.idempotency_key) <= MAX_KEY:
+        raise ConfigError(f"idempotency_key must be 1 to {MAX_KEY} characters, "
+                          f"got {len(job.idempotency_key)}",
+                          hint="hash a long key (e.g. sha256 hex) before enqueueing")
+    if job.delay is not None and not timedelta(0) <= job.delay <= timedelta(days=36500):
+        raise ConfigError(f"delay must be between 0 and 100 years, got {job.delay}")
+    return job
 
 
 def _one(target: Any, job: NewJob, schema: str) -> UUID:

@@ -2,6 +2,9 @@
 
     JobkitError                 root; carries a one-line message and a hint naming the fix
     ├── ConfigError             jobkit.toml, environment or option values are invalid
+    ├── NotFound                no such job, schedule or rate limit
+    ├── InvalidState            the job (or schedule) is not in a state that allows the action
+    ├── NotDeployed             jobkit's schema is missing, or older than this jobkit
     ├── ResourceError           packaged SQL or templates are missing or malformed
     ├── DatabaseError           the database refused or failed a statement
     │   └── ConnectionFailed    the server cannot be reached or the URL is wrong
@@ -37,6 +40,20 @@ class ConfigError(JobkitError):
     """The configuration is invalid."""
 
     default_hint = "fix jobkit.toml or the option named above"
+
+
+class NotFound(JobkitError):
+    """No such object."""
+
+
+class InvalidState(JobkitError):
+    """The object is not in a state that allows this."""
+
+
+class NotDeployed(JobkitError):
+    """jobkit is not deployed in this database (or is older than this jobkit)."""
+
+    default_hint = "run `jobkit deploy`"
 
 
 class ResourceError(JobkitError):

@@ -111,6 +111,10 @@ class Statements:
     def next_due(self, job_type: str) -> Statement[float | None]:
         return Statement(self.q["next_due"], {"type": job_type}, _maybe_seconds)
 
+    def backlog(self) -> Statement[list[Row]]:
+        """Per type: pending jobs due now, and the oldest due one's age in seconds (/metrics)."""
+        return Statement(self.q["metrics_backlog"], {}, list, dicts=True)
+
     def worker_keys(self) -> Statement[list[str]]:
         return Statement(self.q["worker_keys"], {}, _keys)
 

@@ -7,17 +7,21 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from .durations import parse_duration
+from .durations import format_duration, parse_duration
 from .exceptions import ConfigError
 
-SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-TYPE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
+#: 58 characters at most: jobkit derives ``<schema>_wake`` (its NOTIFY channel), and PostgreSQL's
+#: identifiers and channel names end at 63 bytes.
+SCHEMA_MAX = 58
+SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]*")
+TYPE_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,100}")
 RESERVED_SCHEMAS = {"public", "information_schema", "cron", "net", "vault", "extensions", "auth"}
-_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*$")
+_RATE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*")
 _PER = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
 
 
-def positive_duration(value: Any, what: str) -> timedelta:
+def positive_duration(value: Any, what: str, at_most: timedelta | None = None) -> timedelta:
+    """A duration of at least 1 s (and at most ``at_most``, the limit of what it becomes)."""
     if isinstance(value, timedelta):
         delta = value
     elif isinstance(value, str):
@@ -26,14 +30,22 @@ def positive_duration(value: Any, what: str) -> timedelta:
         raise ConfigError(f"{what} must be a duration string such as \"30s\", got {value!r}")
     if delta < timedelta(seconds=1):
         raise ConfigError(f"{what} must be at least 1s, got {value!r}")
+    if at_most is not None and delta > at_most:
+        raise ConfigError(f"{what} must be at most {format_duration(at_most)}, got {value!r}")
     return delta
 
 
 def schema(value: Any) -> str:
-    if not isinstance(value, str) or not SCHEMA_RE.match(value) or value.startswith("pg_"):
+    if not isinstance(value, str) or not SCHEMA_RE.fullmatch(value) or value.startswith("pg_"):
         raise ConfigError(
             f"schema {value!r} is not a valid schema name",
             hint="use lower-case letters, digits and underscores, starting with a letter (e.g. jobkit)",
+        )
+    if len(value) > SCHEMA_MAX:
+        raise ConfigError(
+            f"schema {value!r} is {len(value)} characters long; jobkit allows {SCHEMA_MAX}",
+            hint=f"jobkit derives the channel {value}_wake, and PostgreSQL names end at 63 bytes: "
+            "use a shorter schema",
         )
     if value in RESERVED_SCHEMAS:
         raise ConfigError(
@@ -44,7 +56,7 @@ def schema(value: Any) -> str:
 
 
 def type_name(value: str) -> str:
-    if not TYPE_RE.match(value):
+    if not TYPE_RE.fullmatch(value):
         raise ConfigError(
             f"job type {value!r} is not a valid name",
             hint="use 1-100 letters, digits, and _ . : -",
@@ -81,7 +93,7 @@ def integer(value: Any, what: str, low: int, high: int) -> int:
 
 def rate(value: Any, what: str) -> float:
     """``"60/min"``, ``"10/s"``, ``"1000/h"`` -> tokens per second."""
-    match = _RATE_RE.match(value) if isinstance(value, str) else None
+    match = _RATE_RE.fullmatch(value) if isinstance(value, str) else None
     if not match or float(match.group(1)) <= 0:
         raise ConfigError(f"{what}: {value!r} is not a rate",
                           hint='write it like "60/min", "10/s" or "1000/h"')

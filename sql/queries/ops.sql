@@ -32,7 +32,10 @@ group by 1, 2 order by 1, 2
 
 -- name: jobs_list
 select id, type, status, priority, attempts, max_attempts, scheduled_for, created_at, completed_at,
-       worker_id, pg_catalog.left(pg_catalog.split_part(coalesce(last_error, ''), E'\n', 1), 120) as error
+       worker_id,
+       -- the error's last line: a traceback's first line says nothing, its last names the exception
+       pg_catalog.left(pg_catalog.substring(pg_catalog.rtrim(coalesce(last_error, ''), E' \n'), E'[^\n]*$'),
+                       120) as error
 from {{ s }}.jobs
 where (%(type)s::pg_catalog.text is null or type = %(type)s)
   and (%(status)s::pg_catalog.text is null or status = %(status)s)
@@ -119,9 +122,44 @@ select c.reltuples::bigint as estimated_rows,
        pg_catalog.pg_total_relation_size(c.oid::pg_catalog.regclass) as bytes
 from pg_catalog.pg_class c where c.oid = pg_catalog.to_regclass(%(table)s)::pg_catalog.oid
 
+-- name: doctor_table_count
+-- An exact count when the estimate is unknown (reltuples = -1 before the first ANALYZE); the table
+-- name goes through to_regclass and its regclass output (a quoted identifier), never raw text.
+select (pg_catalog.xpath('/row/n/text()', pg_catalog.query_to_xml(
+           pg_catalog.format('select pg_catalog.count(*) as n from %%s', pg_catalog.to_regclass(%(table)s)),
+           false, true, '')))[1]::pg_catalog.text::bigint as n
+
 -- name: ping_job
 select {{ s }}.enqueue('jobkit.ping', pg_catalog.jsonb_build_object('at', pg_catalog.now()), 100,
                        pg_catalog.now(), 1, null) as id
 
 -- name: job_status
 select status, result, last_error from {{ s }}.jobs where id = %(id)s
+
+-- name: ping_wakeup
+-- The wake transport, and what became of the ping's last wake-up (pg_net's answers read first).
+with reconciled as (select {{ s }}.reconcile_wakeups() as n)
+select t.value #>> '{}'::pg_catalog.text[] as transport, w.id is not null as sent, w.outcome,
+       w.status_code, w.error
+from reconciled, {{ s }}.settings t
+left join lateral (select x.id, x.outcome, x.status_code, x.error from {{ s }}.wakeups x
+                   where x.type = 'jobkit.ping' order by x.created_at desc limit 1) w on true
+where t.key = 'transport'
+
+-- name: ping_job_delete
+delete from {{ s }}.jobs where id = %(id)s and type = 'jobkit.ping'
+
+-- name: sql_api_functions
+-- The functions of jobkit's schema as the catalog has them (docs/SQL_API.md's signatures).
+select p.proname as name, pg_catalog.pg_get_function_arguments(p.oid) as args,
+       pg_catalog.pg_get_function_result(p.oid) as result
+from pg_catalog.pg_proc p join pg_catalog.pg_namespace n on n.oid = p.pronamespace
+where n.nspname = %(schema)s
+order by p.proname, 2
+
+-- name: api_catalog
+-- The [api] schema's functions with a digest of each body: what deploy's API script changed.
+select p.oid::pg_catalog.regprocedure::pg_catalog.text as signature,
+       pg_catalog.md5(p.prosrc || coalesce(pg_catalog.array_to_string(p.proconfig, ','), '')) as body
+from pg_catalog.pg_proc p join pg_catalog.pg_namespace n on n.oid = p.pronamespace
+where n.nspname = %(schema)s

@@ -32,3 +32,13 @@ select current_secret, previous_secret from {{ s }}.worker_keys()
 
 -- name: ping
 select 1 as ok
+
+-- name: metrics_backlog
+-- /metrics' backlog: pending jobs due now per type and the oldest due one's age (one pass over the
+-- claim index's pending rows; the worker caches the answer for [metrics] ttl).
+select type, pg_catalog.count(*) as due,
+       extract(epoch from pg_catalog.now() - pg_catalog.min(scheduled_for))::pg_catalog.float8 as oldest_due_s
+from {{ s }}.jobs
+where status = 'pending' and scheduled_for <= pg_catalog.now()
+group by type
+order by type

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from datetime import timedelta
 
 import jobkit
 import psycopg
 import pytest
 from jobkit.connector import Database, Session
-from jobkit.exceptions import ConfigError
+from jobkit.exceptions import ConfigError, ConnectionFailed
+from jobkit.jobs import NewJob
 
 
 def test_enqueue_by_url_and_database(db_url: str, session: Session) -> None:
@@ -50,3 +53,45 @@ def test_enqueue_many_keeps_order(db_url: str, session: Session) -> None:
 def test_bad_target() -> None:
     with pytest.raises(ConfigError, match="cannot enqueue into a int"):
         jobkit.enqueue(42, "t", {})
+
+
+# ---- enqueue_async / enqueue_many_async ------------------------------------------------------------
+
+
+def test_enqueue_async_by_url(db_url: str, session: Session) -> None:
+    async def main() -> tuple[uuid.UUID, uuid.UUID, list[uuid.UUID]]:
+        first = await jobkit.enqueue_async(db_url, "mail", {"to": "a"}, priority=3, idempotency_key="k",
+                                           delay=timedelta(minutes=5))
+        again = await jobkit.enqueue_async(db_url, "mail", {"to": "b"}, idempotency_key="k")
+        many = await jobkit.enqueue_many_async(db_url, [NewJob("mail", {"n": n}) for n in range(50)])
+        return first, again, many
+
+    first, again, many = asyncio.run(main())
+    assert first == again  # the key's unfinished job
+    row = session.one("select payload, priority, scheduled_for > now() + interval '4 minutes' as later "
+                      "from jobkit.jobs where id = %s", (first,))
+    assert row == {"payload": {"to": "a"}, "priority": 3, "later": True}
+    stored = {r["id"]: r["n"] for r in session.all(
+        "select id, (payload->>'n')::int as n from jobkit.jobs where payload ? 'n'")}
+    assert [stored[i] for i in many] == list(range(50))  # ids in input order
+
+
+def test_enqueue_async_joins_the_callers_transaction(db_url: str, session: Session) -> None:
+    async def main() -> tuple[uuid.UUID, list[uuid.UUID]]:
+        async with await psycopg.AsyncConnection.connect(db_url) as conn:
+            kept = await jobkit.enqueue_async(conn, "mail", {"kept": True})
+            await conn.commit()
+            dropped = await jobkit.enqueue_many_async(conn, [NewJob("mail", {"dropped": True})] * 2)
+            await conn.rollback()
+            return kept, dropped
+
+    kept, dropped = asyncio.run(main())
+    ids = {r["id"] for r in session.all("select id from jobkit.jobs")}
+    assert kept in ids and not ids & set(dropped)
+
+
+def test_enqueue_async_refuses_what_it_cannot_use(db_url: str) -> None:
+    with pytest.raises(ConfigError, match="cannot enqueue_async into a Database"):
+        asyncio.run(jobkit.enqueue_async(Database(db_url), "mail", {}))  # type: ignore[arg-type]
+    with pytest.raises(ConnectionFailed, match="cannot connect"):
+        asyncio.run(jobkit.enqueue_async("postgresql://nobody@127.0.0.1:1/x", "mail", {}))

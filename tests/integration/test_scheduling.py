@@ -12,7 +12,7 @@ from jobkit.cli import cli
 from jobkit.config import ScheduleConfig, Settings
 from jobkit.connector import Database, Session
 from jobkit.cron import schedules as scheduling
-from jobkit.exceptions import ConfigError, DriftError
+from jobkit.exceptions import DriftError, NotFound
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.schema.deploy import DeployOptions, deploy
@@ -75,7 +75,7 @@ def test_add_update_pause_resume_remove(db_url: str, admin: Session, user_job: i
     assert (row.target, row.origin, row.active) == ("wake email", "cli", True) and row.next_run
     scheduling.remove(db, settings, "wake-email")
     assert "wake-email" not in _cron(admin, _name(db_url))
-    with pytest.raises(ConfigError, match="no jobkit schedule named wake-email"):
+    with pytest.raises(NotFound, match="no jobkit schedule named wake-email"):
         scheduling.remove(db, settings, "wake-email")
     assert admin.scalar("select count(*) from cron.job where jobid = %s", (user_job,)) == 1
 

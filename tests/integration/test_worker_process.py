@@ -183,11 +183,20 @@ def test_doctor_ping_round_trip_through_a_listening_worker(
     assert result.exit_code == 0, result.output
     assert "ping: round trip through the database: answered by" in result.output
     worker.stop()
-    from jobkit.ops.doctor import FAIL, run
+    from jobkit.ops import doctor
 
-    [ping] = [c for c in run(Database(db_url), Settings(db_url=db_url), ping=True, ping_timeout=2)
-              if c.name == "ping"]
-    assert ping.status == FAIL and "is pending" in ping.detail and "worker running" in ping.fix
+    said: list[str] = []
+    doctor.PING_PROGRESS = 0.5  # type: ignore[misc]  # progress lines every half second for this test
+    try:
+        [ping] = [c for c in doctor.run(Database(db_url), Settings(db_url=db_url), ping=True, ping_timeout=2,
+                                        progress=said.append) if c.name == "ping"]
+    finally:
+        doctor.PING_PROGRESS = 5.0  # type: ignore[misc]
+    assert ping.status == doctor.FAIL and "no answer within 2s (ping job pending, removed)" in ping.detail
+    assert "NOTIFY: run the worker with `jobkit worker serve --listen`" in ping.fix  # this database's transport
+    assert said and said[0].startswith("ping: waiting for the worker")
+    with Database(db_url).session() as s:  # the unanswered ping job is gone
+        assert s.scalar("select count(*) from jobkit.jobs where type = 'jobkit.ping' and status = 'pending'") == 0
 
 
 def _s(seconds: float) -> Any:

@@ -103,3 +103,14 @@ def test_handler_options_out_of_range_are_refused_at_registration(options: dict[
     with pytest.raises(ConfigError, match=message):
         jobs.handler("t", **options)(lambda payload, ctx: None)  # type: ignore[arg-type]
     assert "t" not in jobs
+
+
+def test_handler_timeouts_and_leases_past_a_week_are_refused() -> None:
+    from datetime import timedelta
+
+    from jobkit.handlers import Registry
+
+    jobs = Registry()
+    for options in ({"timeout": timedelta(days=31)}, {"lease": timedelta(days=8)}):
+        with pytest.raises(ConfigError, match="at most 7 days"):
+            jobs.handler("long", **options)(lambda payload, ctx: None)  # type: ignore[arg-type]

@@ -4,11 +4,13 @@ limits, without a database. The clock is the test's, so backoff is stepped over 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
+import pytest
 from jobkit.config import Backoff, RateLimitConfig, TypeConfig
 from jobkit.handlers import Permanent, RateLimited, Registry, Retry
 from jobkit.jobs import NewJob, Status
@@ -135,3 +137,25 @@ def test_a_rate_limit_bounds_what_one_drain_claims() -> None:
     summary = _run(backend, jobs, lambda d: d.drain("call", budget=timedelta(seconds=2)))
     assert summary.completed == 5  # the burst; the next token is ~1000 s away, past the budget
     assert sum(r.status == "pending" for r in backend.rows.values()) == 15
+
+
+def test_the_worker_logs_each_failure_and_each_job_it_gives_up_on(caplog: pytest.LogCaptureFixture) -> None:
+    """WARNING per failed attempt (type, id, attempt, the exception's last line); ERROR when a job
+    is out of attempts (it will be dead-lettered)."""
+    backend = MemoryBackend(types={"twice": TypeConfig(max_attempts=2)}, clock=(clock := Clock()))
+    jobs = Registry()
+
+    @jobs.handler("twice")
+    async def twice(payload: Any, ctx: Any) -> None:
+        raise ValueError(f"bad input on attempt {ctx.attempt}")
+
+    job_id = asyncio.run(backend.enqueue(NewJob("twice", {})))
+    with caplog.at_level(logging.WARNING, logger="jobkit.worker"):
+        _run(backend, jobs, lambda d: d.drain("twice"))
+        clock.shift += 3600
+        _run(backend, jobs, lambda d: d.drain("twice"))
+    records = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "jobkit.worker"]
+    assert (("WARNING", f"job {job_id} (twice) attempt 1 failed, will retry: ValueError: bad input on attempt 1")
+            in records)
+    assert any(level == "ERROR" and f"job {job_id} (twice) failed for good after attempt 2" in text
+               and "ValueError: bad input on attempt 2" in text for level, text in records)

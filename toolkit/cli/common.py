@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 
 from ..app import App
-from ..config import Settings, load_settings, worker_secret_from_env
+from ..config import Settings, load_settings, metrics_token_from_env, worker_secret_from_env
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -23,14 +24,20 @@ class State:
     def settings(self, db_url: str | None = None) -> Settings:
         return load_settings(self.config_path, db_url=db_url)
 
-    def app(self, db_url: str | None = None, *, application_name: str = "jobkit") -> App:
-        """The command's App: its settings and one database session, closed when the command ends."""
-        app = App(self.settings(db_url), application_name=application_name)
+    def app(
+        self, db_url: str | None = None, *, application_name: str = "jobkit", deployed: bool = True
+    ) -> App:
+        """The command's App: its settings and one database session, closed when the command ends.
+        Commands that work on jobkit's schema (``deployed``) first check that it is deployed."""
+        app = App(self.settings(db_url), application_name=application_name, deployed=deployed)
         click.get_current_context().call_on_close(app.close)
         return app
 
     def worker_secret(self) -> str | None:
         return worker_secret_from_env()
+
+    def metrics_token(self) -> str | None:
+        return metrics_token_from_env()
 
 
 pass_state = click.make_pass_decorator(State, ensure=True)
@@ -49,3 +56,10 @@ def console(err: bool = False) -> Console:
     probe = Console(stderr=err)
     return Console(stderr=err, highlight=False, soft_wrap=True,
                    width=None if probe.is_terminal else 160)
+
+
+def timestamp(value: datetime | None) -> str:
+    """Every command prints times the same way: ISO 8601 in UTC, to the second ("-" for none)."""
+    if value is None:
+        return "-"
+    return value.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -61,7 +61,7 @@ def deploy_command(state: State, db_url: str | None, dry_run: bool, check: bool,
       jobkit deploy --check       # exit 3 when behind: the CI step on pull requests
       jobkit deploy --dry-run
     """
-    app = state.app(db_url, application_name="jobkit deploy")
+    app = state.app(db_url, application_name="jobkit deploy", deployed=False)
     options = DeployOptions(dry_run=dry_run, check=check, lock_wait=parse_duration(lock_wait))
     report = deploy(app.db, app.settings, options, echo=lambda m: click.echo(m, err=True))
     _print_report(report, app.settings.schema, dry_run=dry_run, check=check)

@@ -48,8 +48,14 @@ def _payload(text: str) -> object:
             text, source = path.read_text(encoding="utf-8"), str(path)
         except OSError as exc:
             raise ConfigError(f"cannot read {path}: {exc.strerror}", hint="check the path after @") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path} is not UTF-8 (byte {exc.start})",
+                              hint="payload files are UTF-8 JSON") from None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise ConfigError(f"{source} is nested too deeply",
+                          hint="flatten the JSON (a few hundred levels at most)") from None
     except ValueError as exc:
         raise ConfigError(f"{source} is not valid JSON: {exc}",
                           hint="quote it for the shell: --payload '{\"to\": \"a@example.com\"}'") from None

@@ -9,8 +9,9 @@ from rich.progress import Progress
 from rich.table import Table
 
 from ..durations import parse_duration
+from ..exceptions import InvalidState
 from ..ops import admin as jobsadmin
-from .common import State, console, db_url_option, pass_state
+from .common import State, console, db_url_option, pass_state, timestamp
 
 
 @click.group()
@@ -54,7 +55,7 @@ def list_(
             r["status"],
             f"{r['attempts']}/{r['max_attempts']}",
             str(r["priority"]),
-            r["scheduled_for"].strftime("%Y-%m-%d %H:%M:%S"),
+            timestamp(r["scheduled_for"]),
             r["error"],
         )
     console().print(table)
@@ -86,7 +87,8 @@ def show(state: State, job_id: str, as_json: bool, db_url: str | None) -> None:
     out.print(f"result:  {json.dumps(job.result)}", markup=False)
     for a in attempts:
         out.print(
-            f"- attempt {a.attempt} on {a.worker_id}: {a.outcome} at {a.finished_at} ({a.duration})",
+            f"- attempt {a.attempt} on {a.worker_id}: {a.outcome} at {timestamp(a.finished_at)} "
+            f"({a.duration})",
             markup=False,
         )
         if a.error:
@@ -125,8 +127,13 @@ def retry(
         click.confirm(f"retry {len(ids)} dead job(s)?", abort=True)
     with Progress(console=console(err=True), transient=True) as bar:
         task = bar.add_task("retrying", total=len(ids))
-        done = jobsadmin.retry_many(app.db, app.settings, ids, lambda n: bar.advance(task, n))
-    click.echo(f"retrying {done} job(s)")
+        report = jobsadmin.retry_many(app.db, app.settings, ids, lambda n: bar.advance(task, n))
+    click.echo(f"retrying {report.retried} job(s)")
+    if report.refused:
+        for refused, why in report.refused.items():
+            click.echo(f"not retried: {refused}: {why}", err=True)
+        raise InvalidState(f"{len(report.refused)} dead job(s) could not be retried (listed above)",
+                           hint="an idempotency key now used by a newer job: cancel or purge the old one")
 
 
 @jobs.command()

@@ -104,8 +104,8 @@ def doctor(state: State, ping: bool, as_json: bool, db_url: str | None) -> None:
       jobkit doctor
       jobkit doctor --ping
     """
-    app = state.app(db_url)
-    checks = doctor_api.run(app.db, app.settings, ping=ping)
+    app = state.app(db_url, deployed=False)
+    checks = doctor_api.run(app.db, app.settings, ping=ping, progress=lambda m: click.echo(m, err=True))
     if as_json:
         click.echo(json.dumps([c.as_dict() for c in checks], indent=2))
     else:

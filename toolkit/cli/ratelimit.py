@@ -24,16 +24,18 @@ def ratelimit() -> None:
 
 @ratelimit.command("set")
 @click.argument("key")
-@click.option("--rate", "rate_text", required=True, help="e.g. 60/min, 10/s, 1000/h.")
-@click.option("--burst", type=int, default=1, show_default=True, help="Tokens available at once.")
+@click.option("--rate", "rate_text", help="e.g. 60/min, 10/s, 1000/h (required for a new limit).")
+@click.option("--burst", type=int, default=None,
+              help="Tokens available at once (a new limit: 1; a changed one keeps its burst).")
 @db_url_option
 @pass_state
-def set_(state: State, key: str, rate_text: str, burst: int, db_url: str | None) -> None:
+def set_(state: State, key: str, rate_text: str | None, burst: int | None, db_url: str | None) -> None:
     """Create or change a rate limit; name it in a handler (rate_limit="KEY") or jobkit.toml.
 
     \b
-    Example:
+    Examples:
       jobkit ratelimit set mailgun --rate 60/min --burst 10
+      jobkit ratelimit set mailgun --burst 20     # the rate stays 60/min
     """
     app = state.app(db_url)
     limit = ratelimits.set_limit(app.db, app.settings, key, rate_text, burst)

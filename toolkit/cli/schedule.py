@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 
 import click
 from rich.table import Table
@@ -11,7 +10,7 @@ from rich.table import Table
 from ..cron import schedules as scheduling
 from ..cron.spec import every as every_to_cron
 from ..cron.spec import validate
-from .common import State, console, db_url_option, pass_state
+from .common import State, console, db_url_option, pass_state, timestamp
 
 
 @click.group()
@@ -70,23 +69,26 @@ def list_(state: State, as_json: bool, db_url: str | None) -> None:
         table.add_column(column)
     for r in rows:
         table.add_row(r.name, r.schedule, r.target, "yes" if r.active else "paused",
-                      _time(r.last_start), r.last_status or "-", _time(r.next_run))
+                      timestamp(r.last_start), r.last_status or "-", timestamp(r.next_run))
     console().print(table)
 
 
 @schedule.command()
 @click.argument("name")
+@click.option("--force", is_flag=True, help="Also remove a built-in schedule (wake, sweep-*, prune*).")
 @db_url_option
 @pass_state
-def remove(state: State, name: str, db_url: str | None) -> None:
-    """Remove a schedule.
+def remove(state: State, name: str, force: bool, db_url: str | None) -> None:
+    """Remove a schedule. Built-in ones need --force (and come back with the next deploy).
 
     \b
     Example:
       jobkit schedule remove wake-email
     """
     app = state.app(db_url)
-    scheduling.remove(app.db, app.settings, name)
+    warning = scheduling.remove(app.db, app.settings, name, force=force)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"removed {name}")
 
 
@@ -120,10 +122,6 @@ def resume(state: State, name: str, db_url: str | None) -> None:
     app = state.app(db_url)
     scheduling.set_active(app.db, app.settings, name, True)
     click.echo(f"resumed {name}")
-
-
-def _time(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "-"
 
 
 def _row_dict(row: scheduling.ScheduleRow) -> dict[str, object]:

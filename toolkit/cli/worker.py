@@ -8,7 +8,7 @@ import click
 
 from ..durations import parse_duration
 from ..worker.endpoint import EndpointOptions
-from ..worker.serve import WorkerOptions, choose_backend, load_registry, serve
+from ..worker.serve import WorkerOptions, choose_backend, load_registry, serve, transport_warning
 from .common import State, db_url_option, pass_state
 
 
@@ -52,17 +52,19 @@ def serve_command(state: State, registry_spec: str, host: str, port: int, concur
                   batch_size: int | None, prefetch: int | None, mode: str, grace: str, linger: str | None,
                   give_up: str, listen_mode: bool, no_prepare: bool, data_api: bool,
                   db_url: str | None) -> None:
-    """Serve POST /run and GET /healthz for the handlers in MODULE:REGISTRY.
+    """Serve POST /run, GET /healthz and GET /metrics for the handlers in MODULE:REGISTRY.
 
     Wake-ups are signed by the database with the secret `jobkit secrets set` stored (the worker
-    reads it, and follows its rotations); $JOBKIT_WORKER_SECRET fixes it instead.
+    reads it, and follows its rotations); $JOBKIT_WORKER_SECRET fixes it instead. /metrics
+    (Prometheus) needs Authorization: Bearer $JOBKIT_METRICS_TOKEN, or without it a loopback client.
 
     \b
     Examples:
       jobkit worker serve app.jobs:jobs --host 0.0.0.0 --port 8000 --concurrency 32
       jobkit worker serve app.jobs:jobs --listen
     """
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s",
+                        datefmt="%Y-%m-%dT%H:%M:%S%z")  # ISO 8601, like every command's output
     settings = state.settings(db_url)
     registry = load_registry(registry_spec)
     default_linger = 0.0 if listen_mode else 2.0
@@ -71,6 +73,11 @@ def serve_command(state: State, registry_spec: str, host: str, port: int, concur
         concurrency=concurrency, batch_size=batch_size, prefetch=prefetch, mode=mode,
         grace=parse_duration(grace, what="--grace"), linger=lingering,
         give_up=parse_duration(give_up, what="--give-up"),
-        listen=f"{settings.schema}_wake" if listen_mode else None, secret=state.worker_secret())
+        listen=f"{settings.schema}_wake" if listen_mode else None, secret=state.worker_secret(),
+        metrics_token=state.metrics_token())
     options = WorkerOptions(host=host, port=port, prepare=not no_prepare, endpoint=endpoint)
-    serve(registry, choose_backend(settings, options, data_api=data_api), options)
+    backend = choose_backend(settings, options, data_api=data_api)
+    warning = None if data_api else transport_warning(settings, options)
+    if warning:
+        logging.getLogger("jobkit.worker").warning(warning)
+    serve(registry, backend, options)

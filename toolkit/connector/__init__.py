@@ -212,9 +212,16 @@ def sqlstate(exc: BaseException) -> str | None:
     return getattr(cause, "sqlstate", None) if isinstance(cause, psycopg.Error) else None
 
 
+#: jobkit's constraints a caller's value can break, and what to do instead.
+_CONSTRAINT_HINTS = {
+    "jobs_scheduled_for_finite": "run_at must be a finite time: pass a real timestamp, not 'infinity'",
+    "jobs_type_not_empty": "give the job a type",
+}
+
+
 def _hint(exc: psycopg.Error) -> str:
     diag = exc.diag
-    return diag.message_hint or ""
+    return diag.message_hint or _CONSTRAINT_HINTS.get(diag.constraint_name or "", "")
 
 
 def _first_line(exc: Exception) -> str:

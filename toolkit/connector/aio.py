@@ -40,6 +40,39 @@ async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     set_json_loads(_loads, conn)
 
 
+class AsyncSession:
+    """One async connection, the caller's own or one opened here: statements run in its current
+    transaction (the caller commits), for producers on asyncio (``jobkit.enqueue_async``)."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self._conn = conn
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(cls, url: str, *, application_name: str = "jobkit") -> AsyncIterator[AsyncSession]:
+        """An autocommit connection to ``url`` for the duration of the block."""
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                url, autocommit=True, application_name=application_name)
+        except psycopg.ProgrammingError as exc:
+            raise ConnectionFailed(f"invalid database URL {redact(url)}: {exc}",
+                                   hint="use postgresql://user:password@host:port/dbname") from None
+        except psycopg.OperationalError as exc:
+            raise ConnectionFailed(f"cannot connect to {redact(url)}: {str(exc).splitlines()[0]}") from None
+        try:
+            yield cls(conn)
+        finally:
+            await conn.close()
+
+    async def run(self, statement: Runnable[T]) -> T:
+        """Run one lifecycle Statement (lifecycle.py) and read its rows."""
+        with _translated():
+            cur = self._conn.cursor(row_factory=dict_row if statement.dicts else tuple_row,
+                                    binary=statement.binary)
+            await cur.execute(_q(statement.sql), statement.params)
+            return statement.read(await cur.fetchall())
+
+
 class AsyncPool:
     """A pool of autocommit connections; each call is one statement, one round trip."""
 

@@ -18,7 +18,7 @@ from ..exceptions import ConfigError, PrerequisiteError
 from ..queries import queries
 from .spec import Version, parse_version, validate
 
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 _MAX_JOBNAME = 63  # pg_cron 1.4 stores jobname as `name`
 
 
@@ -60,7 +60,7 @@ class CronJob:
 
 
 def check_name(name: str) -> str:
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         raise ConfigError(
             f"schedule name {name!r} is not valid",
             hint="use 1-40 lower-case letters, digits, _ and -, starting with a letter or digit",
@@ -83,13 +83,13 @@ class CronJobs:
                                                 "databases": [self.site.jobkit_database,
                                                               self.site.cron_database]})
         jobs = [_cron_job(r, self.site.prefix) for r in rows]
-        return [j for j in jobs if _NAME_RE.match(j.name)]
+        return [j for j in jobs if _NAME_RE.fullmatch(j.name)]
 
     def find(self, name: str) -> CronJob | None:
         return next((j for j in self.list() if j.name == name), None)
 
     def create(self, want: Desired) -> int:
-        self._check(want)
+        self.check(want)
         with self._cron_session() as s:
             return int(s.scalar(self.q["cron_schedule_in_database"], {
                 "name": self.site.prefix + want.name, "schedule": want.schedule,
@@ -97,7 +97,7 @@ class CronJobs:
 
     def update(self, job: CronJob, want: Desired) -> None:
         """Change schedule and command; a paused job stays paused."""
-        self._check(want)
+        self.check(want)
         self._alter(job.jobid, schedule=want.schedule, command=want.command,
                     database=want.database)
 
@@ -114,13 +114,17 @@ class CronJobs:
         with self._cron_session() as s:
             s.execute(self.q["cron_alter_job"], params)
 
-    def _check(self, want: Desired) -> None:
+    def check(self, want: Desired) -> None:
+        """Raise ConfigError unless pg_cron here would take ``want`` as it is."""
         check_name(want.name)
         validate(want.schedule, self.site.version)
         if len((self.site.prefix + want.name).encode()) > _MAX_JOBNAME:
+            room = _MAX_JOBNAME - len(self.site.prefix.encode())
             raise ConfigError(
                 f"cron job name {self.site.prefix + want.name!r} is longer than pg_cron's 63 bytes",
-                hint="use a shorter schedule name",
+                hint=f"the name carries the prefix {self.site.prefix!r} (database and schema): use a "
+                "shorter schema setting"
+                + (f", or a schedule name of at most {room} characters" if room > 0 else ""),
             )
 
     def _site(self) -> CronSite:

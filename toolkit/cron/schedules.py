@@ -12,9 +12,10 @@ from datetime import UTC, datetime
 
 from ..config import Settings
 from ..connector import Database
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, InvalidState, NotFound
 from ..queries import parse
 from ..schema.render import environment, ident
+from ..validate import type_name
 from .pg_cron import CronJob, CronJobs, CronSite, Desired, check_name, origins, set_origin
 from .spec import next_run
 
@@ -88,6 +89,14 @@ def plan_sync(wanted: list[Desired], existing: list[CronJob], known: dict[str, s
     return diff
 
 
+def preflight(db: Database, settings: Settings) -> None:
+    """What the schedule sync would refuse, checked before deploy changes anything: pg_cron created,
+    every schedule valid for this pg_cron's version, every cron job name within pg_cron's limit."""
+    jobs = CronJobs(db, settings)
+    for want in desired(settings, jobs.site):
+        jobs.check(want)
+
+
 def sync(db: Database, settings: Settings, *, apply: bool = True) -> ScheduleDiff:
     """Plan (and unless ``apply`` is False, carry out) the schedule sync for deploy."""
     jobs = CronJobs(db, settings)
@@ -126,11 +135,33 @@ def add(db: Database, settings: Settings, name: str, schedule: str, *,
     return want
 
 
-def remove(db: Database, settings: Settings, name: str) -> None:
+#: What stops working while a built-in schedule is gone.
+BUILT_IN_DUTIES = {
+    "wake": "jobs whose wake-up was lost are no longer picked up by the minute wake-up",
+    "sweep-stuck": "jobs of crashed workers (expired leases) are no longer reset, nor due retries woken",
+    "sweep-dead": "jobs out of attempts are no longer moved to dead",
+    "prune": "finished jobs, attempts and wake-up records are no longer pruned: the tables grow",
+    "prune-cron-history": "cron.job_run_details is no longer pruned of jobkit's runs",
+}
+
+
+def remove(db: Database, settings: Settings, name: str, *, force: bool = False) -> str | None:
+    """`jobkit schedule remove`. A built-in schedule only with ``force``; then returns the warning
+    (what stops working, and that the next deploy re-creates it)."""
     jobs = CronJobs(db, settings)
-    jobs.delete(_existing(jobs, name))
+    job = _existing(jobs, name)
+    warning = None
+    if name in BUILT_IN_DUTIES:
+        warning = (f"{name} is built in: {BUILT_IN_DUTIES[name]}; the next `jobkit deploy` re-creates it "
+                   f"(to keep it off: [maintenance] {name} = \"off\" in jobkit.toml)")
+        if not force:
+            raise InvalidState(f"schedule {name} is built in: {BUILT_IN_DUTIES[name]} without it",
+                               hint=f"`jobkit schedule pause {name}` stops it for now; --force removes it; "
+                               f"[maintenance] {name} = \"off\" turns it off for good")
+    jobs.delete(job)
     with db.session() as session:
         set_origin(session, settings, name, None)
+    return warning
 
 
 def set_active(db: Database, settings: Settings, name: str, active: bool) -> CronJob:
@@ -158,16 +189,20 @@ def _declared(settings: Settings, site: CronSite, name: str, schedule: str,
         raise ConfigError(f"schedule {name} needs exactly one target",
                           hint="--type T wakes the worker for a job type; --sql 'SELECT ...' runs SQL")
     if job_type is not None:
+        type_name(job_type)
         return Desired(name, schedule, cron_command(settings, site, "wake_type", type=job_type),
                        f"wake {job_type}", site.jobkit_database)
     assert sql is not None
+    if not sql.strip():
+        raise ConfigError(f"schedule {name}: --sql is empty",
+                          hint="give the statement to run, e.g. --sql 'select 1'")
     return Desired(name, schedule, sql.strip(), "sql", site.jobkit_database)
 
 
 def _existing(jobs: CronJobs, name: str) -> CronJob:
     job = jobs.find(check_name(name))
     if job is None:
-        raise ConfigError(f"no jobkit schedule named {name}", hint="see `jobkit schedule list`")
+        raise NotFound(f"no jobkit schedule named {name}", hint="see `jobkit schedule list`")
     return job
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from ..durations import parse_duration
 from ..exceptions import ConfigError
@@ -75,7 +75,10 @@ def next_run(schedule: str, after: datetime) -> datetime | None:
         return after + timedelta(seconds=int(seconds.group(1)))
     if schedule == "@reboot" or "$" in schedule:
         return None
-    value: datetime = croniter(schedule, after).get_next(datetime)
+    try:
+        value: datetime = croniter(schedule, after, max_years_between_matches=8).get_next(datetime)
+    except (CroniterBadDateError, ValueError, KeyError):  # one that can never fire (31 February)
+        return None
     return value
 
 
@@ -103,6 +106,11 @@ def _validate_fields(text: str, fields: list[str], version: Version | None) -> s
         raise ConfigError(
             f"{text!r} is not a valid cron expression",
             hint="fields are minute hour day-of-month month day-of-week, e.g. '*/5 * * * *'",
+        )
+    if next_run(text, datetime(2000, 1, 1)) is None:  # a leap-year start: 29 February can fire
+        raise ConfigError(
+            f"{text!r} never fires (no date matches its day-of-month and month)",
+            hint="check the day against the month, e.g. '0 0 28 2 *' for 28 February",
         )
     return text
 

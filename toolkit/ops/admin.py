@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
 from ..config import Settings
 from ..connector import Database
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, DatabaseError, InvalidState, NotFound
 from ..jobs import Attempt, Job, Status
 from ..lifecycle import Lifecycle
 from ..queries import queries
@@ -48,8 +49,9 @@ def retry_one(db: Database, settings: Settings, job_id: UUID) -> None:
         manager = Lifecycle(s, settings.schema)
         job = _existing(manager, job_id)
         if not manager.retry(job_id):
-            raise ConfigError(
-                f"job {job_id} is {job.status.value}: only failed, dead or cancelled jobs retry"
+            raise InvalidState(
+                f"job {job_id} is {job.status.value}: only failed, dead or cancelled jobs retry",
+                hint="see `jobkit jobs show ID`",
             )
 
 
@@ -59,14 +61,28 @@ def dead_ids(db: Database, settings: Settings, job_type: str | None) -> list[UUI
     return [r["id"] for r in rows]
 
 
-def retry_many(db: Database, settings: Settings, ids: Iterable[UUID], progress: Callable[[int], None]) -> int:
-    done = 0
+@dataclass
+class RetryReport:
+    """What `jobs retry --dead` did: how many went back to pending, and which could not (with why)."""
+
+    retried: int = 0
+    refused: dict[UUID, str] = field(default_factory=dict)
+
+
+def retry_many(db: Database, settings: Settings, ids: Iterable[UUID],
+               progress: Callable[[int], None]) -> RetryReport:
+    """Retry each job; one that cannot go back (its idempotency key now belongs to a newer job)
+    is reported and the rest still retry."""
+    report = RetryReport()
     with db.session() as s:
         manager = Lifecycle(s, settings.schema)
         for job_id in ids:
-            done += manager.retry(job_id)
+            try:
+                report.retried += manager.retry(job_id)
+            except DatabaseError as exc:
+                report.refused[job_id] = exc.message
             progress(1)
-    return done
+    return report
 
 
 def cancel(db: Database, settings: Settings, job_id: UUID) -> None:
@@ -74,8 +90,9 @@ def cancel(db: Database, settings: Settings, job_id: UUID) -> None:
         manager = Lifecycle(s, settings.schema)
         job = _existing(manager, job_id)
         if not manager.cancel(job_id):
-            raise ConfigError(
-                f"job {job_id} is {job.status.value}: only pending or processing jobs cancel"
+            raise InvalidState(
+                f"job {job_id} is {job.status.value}: only pending or processing jobs cancel",
+                hint="see `jobkit jobs show ID`",
             )
 
 
@@ -122,5 +139,5 @@ def _check_purgeable(status: str) -> None:
 def _existing(manager: Lifecycle, job_id: UUID) -> Job:
     job = manager.get(job_id)
     if job is None:
-        raise ConfigError(f"no job {job_id}", hint="see `jobkit jobs list`")
+        raise NotFound(f"no job {job_id}", hint="see `jobkit jobs list`")
     return job

@@ -42,11 +42,19 @@ class DevEnv:
 def start(settings: Settings, app_spec: str | None, echo: Callable[[str], None]) -> DevEnv:
     """Start (or reuse) the database, deploy, and load the handlers."""
     cluster = None if settings.db_url else LocalCluster(settings.home)
+    was_running = cluster is not None and cluster.status().running
     url = settings.db_url or cluster.start()  # type: ignore[union-attr]
-    settings = with_demo_limit(replace(settings, db_url=url))
-    db = Database(url, application_name="jobkit dev")
-    report = deploy(db, settings, echo=echo)
-    return DevEnv(settings, db, registry_for(app_spec), report.head, cluster)
+    try:
+        registry = registry_for(app_spec)
+        settings = with_demo_limit(replace(settings, db_url=url))
+        db = Database(url, application_name="jobkit dev")
+        report = deploy(db, settings, echo=echo)
+    except BaseException:
+        if cluster is not None and not was_running:
+            cluster.stop()  # a database this command started does not outlive its failure
+            echo("stopped the local database")
+        raise
+    return DevEnv(settings, db, registry, report.head, cluster)
 
 
 def registry_for(app_spec: str | None, cwd: Path | None = None) -> Registry:

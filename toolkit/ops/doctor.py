@@ -18,6 +18,7 @@ from ..schema.render import render_migrations
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 BIG_TABLE_ROWS = 1_000_000
+PING_PROGRESS = 5.0  # seconds between `doctor --ping`'s progress lines
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,8 @@ class Check:
 Probe = Callable[[Session, Settings, Database], list[Check]]
 
 
-def run(db: Database, settings: Settings, *, ping: bool = False, ping_timeout: float = 30) -> list[Check]:
+def run(db: Database, settings: Settings, *, ping: bool = False, ping_timeout: float = 30,
+        progress: Callable[[str], None] = lambda _m: None) -> list[Check]:
     """All checks; stops after the connection check when there is no connection."""
     try:
         with db.session(connect_timeout=5) as session:
@@ -44,7 +46,8 @@ def run(db: Database, settings: Settings, *, ping: bool = False, ping_timeout: f
                 if checks[-1].name == "schema" and "not deployed" in checks[-1].detail:
                     return checks
             if ping:
-                checks += _guarded(lambda s, st, d: [_ping(s, st, ping_timeout)], session, settings, db)
+                checks += _guarded(lambda s, st, d: [_ping(s, st, ping_timeout, progress)],
+                                   session, settings, db)
             return checks
     except JobkitError as exc:
         return [Check("connection", FAIL, exc.message, exc.hint)]
@@ -257,47 +260,76 @@ def _schedules(session: Session, settings: Settings, db: Database) -> list[Check
     return [Check("schedules", PASS, f"{len(rows)} schedule(s) present and active")]
 
 
-def _table_sizes(session: Session, settings: Settings, _db: Database) -> list[Check]:
+#: Tables that grow unless something prunes them (pg_cron's run history, pg_net's responses).
+SIZED_TABLES: tuple[str, ...] = ("cron.job_run_details", "net._http_response")
+
+
+def table_sizes(session: Session, settings: Settings, _db: Database) -> list[Check]:
     checks = []
-    for table in ("cron.job_run_details", "net._http_response"):
+    for table in SIZED_TABLES:
         row = session.one(queries(settings.schema)["doctor_table_rows"], {"table": table})
         if not row or row["bytes"] is None:
             continue
-        rows, size = max(int(row["estimated_rows"]), 0), int(row["bytes"])
+        rows, size, about = int(row["estimated_rows"]), int(row["bytes"]), "about "
+        if rows < 0:  # never analyzed: count them
+            rows = int(session.scalar(queries(settings.schema)["doctor_table_count"], {"table": table}))
+            about = ""
         level = WARN if rows > BIG_TABLE_ROWS else PASS
         checks.append(
             Check(
                 f"size of {table}",
                 level,
-                f"about {rows} rows, {size // 1024} kB",
+                f"{about}{rows} rows, {size // 1024} kB",
                 "keep the prune-cron-history schedule active" if level == WARN else "",
             )
         )
     return checks
 
 
-def _ping(session: Session, settings: Settings, timeout: float) -> Check:
-    """Enqueue a jobkit.ping job: the database wakes the worker, the worker answers it."""
+def _ping(session: Session, settings: Settings, timeout: float,
+          progress: Callable[[str], None] = lambda _m: None) -> Check:
+    """Enqueue a jobkit.ping job: the database wakes the worker, the worker answers it. Says every
+    few seconds that it is waiting; on a timeout it names what became of the wake-up (the transport,
+    pg_net's answer) and removes its ping job."""
     q = queries(settings.schema)
     job_id = session.scalar(q["ping_job"], {})
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    said = 0.0
     row: dict[str, Any] | None = None
-    while time.monotonic() < deadline:
+    while time.monotonic() - start < timeout:
         row = session.one(q["job_status"], {"id": job_id})
         if row and row["status"] not in ("pending", "processing"):
             break
-        time.sleep(0.2)
+        if time.monotonic() - start >= said + PING_PROGRESS:
+            said += PING_PROGRESS
+            progress(f"ping: waiting for the worker ({said:.0f}s of {timeout:.0f}s)")
+        time.sleep(0.2)  # a bounded poll of the ping job's row
     if row and row["status"] == "completed":
         return Check(
             "ping", PASS, f"round trip through the database: answered by {row['result'].get('pong')}"
         )
-    detail = f"ping job {job_id} is {row['status'] if row else 'gone'}"
-    return Check(
-        "ping",
-        FAIL,
-        detail + (f": {row['last_error']}" if row and row["last_error"] else ""),
-        "is the worker running and reachable? `jobkit secrets show`, `jobkit status`",
-    )
+    session.execute(q["ping_job_delete"], {"id": job_id})
+    status = row["status"] if row else "gone"
+    detail = f"no answer within {timeout:.0f}s (ping job {status}, removed)"
+    if row and row["last_error"]:
+        detail += f": {row['last_error']}"
+    return Check("ping", FAIL, detail, _ping_fix(session.one(q["ping_wakeup"], {})))
+
+
+def _ping_fix(wakeup: dict[str, Any] | None) -> str:
+    """What to do, from the wake transport and what became of the ping's wake-up."""
+    if wakeup is None or wakeup["transport"] == "notify":
+        return ("the database wakes workers with NOTIFY: run the worker with `jobkit worker serve --listen` "
+                "(an HTTP-only worker never hears it)")
+    if not wakeup["sent"]:
+        return "no wake-up was sent over pg_net: is wake_on_insert off for jobkit.ping? run `jobkit deploy`"
+    if wakeup["outcome"] in ("failed", "timed_out"):
+        code = f" (HTTP {wakeup['status_code']})" if wakeup["status_code"] else ""
+        return (f"pg_net's call to the worker {wakeup['outcome'].replace('_', ' ')}{code}: "
+                f"{wakeup['error'] or 'no error text'}; check `jobkit secrets show` and that the URL reaches "
+                "the worker")
+    return ("pg_net sent the wake-up: is the worker running, and does it serve the ping's type? "
+            "`jobkit status`")
 
 
 PROBES: list[Probe] = [
@@ -308,5 +340,5 @@ PROBES: list[Probe] = [
     _pg_net,
     _secrets,
     _schedules,
-    _table_sizes,
+    table_sizes,
 ]

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from ..config import Settings
 from ..connector import Database
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, NotFound
 from ..queries import queries
 from ..validate import integer, rate, type_name
 
@@ -25,14 +25,26 @@ class RateLimit:
         return self.rate * 60
 
 
-def set_limit(db: Database, settings: Settings, key: str, rate_text: str, burst: int) -> RateLimit:
-    """Create or change a limit: ``rate_text`` like "60/min"; ``burst`` tokens at most."""
+def set_limit(db: Database, settings: Settings, key: str, rate_text: str | None,
+              burst: int | None) -> RateLimit:
+    """Create or change a limit: ``rate_text`` like "60/min"; ``burst`` tokens at most. A field not
+    given keeps its current value (a new limit needs a rate; its burst defaults to 1)."""
     type_name(key)
-    per_second = rate(rate_text, "--rate")
-    integer(burst, "--burst", 1, 1_000_000)
+    per_second = None if rate_text is None else rate(rate_text, "--rate")
+    if burst is not None:
+        integer(burst, "--burst", 1, 1_000_000)
+    current = {limit.key: limit for limit in list_limits(db, settings)}.get(key)
+    if current is None and per_second is None:
+        raise ConfigError(f"rate limit {key} does not exist yet: give its --rate",
+                          hint=f"jobkit ratelimit set {key} --rate 60/min --burst 10")
+    if per_second is None and burst is None:
+        raise ConfigError("nothing to change: give --rate, --burst or both",
+                          hint="see `jobkit ratelimit set -h`")
+    new_rate = per_second if per_second is not None else current.rate  # type: ignore[union-attr]
+    new_burst = burst if burst is not None else (current.burst if current else 1)
     with db.session() as s:
         s.execute(queries(settings.schema)["ratelimit_upsert"],
-                  {"key": key, "rate": per_second, "burst": burst})
+                  {"key": key, "rate": new_rate, "burst": new_burst})
     return next(limit for limit in list_limits(db, settings) if limit.key == key)
 
 
@@ -45,4 +57,4 @@ def list_limits(db: Database, settings: Settings) -> list[RateLimit]:
 def remove_limit(db: Database, settings: Settings, key: str) -> None:
     with db.session() as s:
         if s.one(queries(settings.schema)["ratelimit_delete"], {"key": key}) is None:
-            raise ConfigError(f"no rate limit named {key}", hint="see `jobkit ratelimit list`")
+            raise NotFound(f"no rate limit named {key}", hint="see `jobkit ratelimit list`")

@@ -1,4 +1,5 @@
-"""`jobkit init`: write a project's jobkit.toml, example handlers, Supabase migration and CI step."""
+"""`jobkit init`: write a project's jobkit.toml, example handlers, Supabase migration, CI step and
+the worker's Dockerfile."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ FILES = {
     "jobkit.toml": "jobkit.toml",
     "jobs.py": "jobs.py",
     ".github/workflows/jobkit.yml": "github/jobkit.yml",
+    "Dockerfile": "Dockerfile",
+    ".dockerignore": "dockerignore",
 }
 
 
@@ -30,7 +33,7 @@ def init(target: Path, *, force: bool = False) -> InitReport:
     if existing and not force:
         raise ConfigError(f"{target / existing[0]} already exists; nothing was written",
                           hint="use --force to overwrite, or init into another folder")
-    texts = {name: read_text(templates_root(), source) for name, source in FILES.items()}
+    texts = {name: _fill(read_text(templates_root(), source)) for name, source in FILES.items()}
     written = []
     for name, text in texts.items():
         path = target / name
@@ -40,3 +43,10 @@ def init(target: Path, *, force: bool = False) -> InitReport:
     settings = load_settings(target / "jobkit.toml", env={})
     migration = write_migration(settings, target / "supabase")
     return InitReport(written, migration)
+
+
+def _fill(text: str) -> str:
+    """Templates name the running jobkit's version where a project pins it (the CI workflow)."""
+    from .. import __version__
+
+    return text.replace("@JOBKIT_VERSION@", __version__)

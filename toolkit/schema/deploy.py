@@ -57,6 +57,10 @@ def deploy(
     local = render_migrations(settings, options.extra_migrations)
     with db.session() as session:
         check_prerequisites(session, settings)
+        applied = applied_migrations(session, settings)
+        sync.check_ratelimit_names(session, settings, deployed=bool(applied))
+        if options.schedules:
+            scheduling.preflight(db, settings)  # before any migration: nothing half-applied
         with _deploy_lock(session, settings, options.lock_wait, echo):
             the_plan = plan(local, applied_migrations(session, settings))
             report = DeployReport(pending=[_label(m) for m in the_plan.pending], head=the_plan.head)
@@ -89,9 +93,10 @@ def _compare_data(db: Database, session: Session, settings: Settings, options: D
         sync.apply_types(session, settings, types)
         sync.apply_runtime(session, settings, runtime)
         sync.apply_ratelimits(session, settings, limits)
-        api = render_api(settings)
-        if api:
-            session.script(api)
+    api = render_api(settings)
+    changed = sync.api_changes(session, settings, api, apply=apply) if api else []
+    if changed:
+        report.settings_changed.append(f"[api] schema {settings.api_schema}: " + ", ".join(changed))
     if options.schedules:
         report.schedules_changed = scheduling.sync(db, settings, apply=apply).lines()
 

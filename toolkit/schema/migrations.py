@@ -14,9 +14,9 @@ from datetime import timedelta
 from ..config import Settings
 from ..connector import Session
 from ..durations import format_duration
-from ..exceptions import DatabaseError, DeployError
+from ..exceptions import DatabaseError, DeployError, NotDeployed
 from ..queries import queries
-from .render import Migration, render_unit
+from .render import Migration, render_migrations, render_unit
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,29 @@ def applied_migrations(session: Session, settings: Settings) -> list[Applied]:
         Applied(r["version"], r["name"], r["checksum"])
         for r in session.all(q["applied_migrations"])
     ]
+
+
+def require_deployed(session: Session, settings: Settings, where: str) -> None:
+    """Raise NotDeployed unless jobkit's schema is in this database at this jobkit's head (a command
+    run before `jobkit deploy`, or after an upgrade without one, says so instead of a raw SQL error)."""
+    applied = applied_migrations(session, settings)
+    if not applied:
+        raise NotDeployed(
+            f"jobkit is not deployed in {where} (no schema {settings.schema}): run `jobkit deploy`", hint=""
+        )
+    the_plan = plan(render_migrations(settings), applied)
+    if the_plan.pending:
+        raise NotDeployed(
+            f"jobkit's schema in {where} is at {the_plan.head}; this jobkit needs "
+            f"{the_plan.pending[-1].version}: run `jobkit deploy`",
+            hint="",
+        )
+    if the_plan.unknown:
+        raise NotDeployed(
+            f"jobkit's schema in {where} is at {applied[-1].version}, newer than this jobkit "
+            f"({the_plan.head})",
+            hint="upgrade jobkit to the version that deployed it (pip install -U jobkit-pg)",
+        )
 
 
 def apply(

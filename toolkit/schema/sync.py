@@ -11,6 +11,7 @@ from typing import Any
 
 from ..config import Settings, TypeConfig
 from ..connector import Session, json_param
+from ..exceptions import ConfigError
 from ..queries import queries
 
 Diff = dict[str, Any]
@@ -34,6 +35,23 @@ def apply_types(session: Session, settings: Settings, diff: Diff) -> None:
                 session.execute(q["job_type_delete"], {"type": name})
             else:
                 session.execute(q["job_type_upsert"], row)
+
+
+def check_ratelimit_names(session: Session, settings: Settings, deployed: bool) -> None:
+    """Every rate_limit a job type names is declared in [ratelimits] or already in the database
+    (`jobkit ratelimit set`): an unknown name would let the type's jobs run unlimited."""
+    named = {name: cfg.rate_limit for name, cfg in [("defaults", settings.defaults), *settings.types.items()]
+             if cfg.rate_limit and cfg.rate_limit not in settings.ratelimits}
+    if named and deployed:
+        stored = {r["key"] for r in session.all(queries(settings.schema)["ratelimits_all"])}
+        named = {name: key for name, key in named.items() if key not in stored}
+    for name, key in named.items():
+        where = "[defaults]" if name == "defaults" else f"[types.{name}]"
+        raise ConfigError(
+            f"{where} rate_limit {key!r} names no rate limit",
+            hint=f"declare [ratelimits.{key}] rate = \"60/min\" in jobkit.toml, or run "
+            f"`jobkit ratelimit set {key} --rate 60/min`",
+        )
 
 
 def ratelimit_diff(session: Session, settings: Settings) -> Diff:
@@ -99,3 +117,32 @@ def _type_row(name: str, cfg: TypeConfig) -> dict[str, Any]:
         "backoff_cap": cfg.backoff.cap, "backoff_jitter": cfg.backoff.jitter,
         "wake_on_insert": cfg.wake_on_insert, "rate_limit": cfg.rate_limit,
     }
+
+
+class _DryRun(Exception):
+    """Rolls back a trial run of the API script (deploy --check / --dry-run)."""
+
+
+def api_changes(session: Session, settings: Settings, api_sql: str, *, apply: bool) -> list[str]:
+    """Run the Data API script (in a transaction that is rolled back unless ``apply``) and say what
+    it changed in the [api] schema: wrappers created, dropped (stale signatures) or rewritten. An
+    unchanged schema gives [] (the script's `create or replace` then rewrote nothing that differs)."""
+    assert settings.api_schema is not None
+    before = _api_catalog(session, settings)
+    try:
+        with session.transaction():
+            session.script(api_sql)
+            after = _api_catalog(session, settings)
+            if not apply:
+                raise _DryRun
+    except _DryRun:
+        pass
+    changes = [f"+{sig}" for sig in after if sig not in before]
+    changes += [f"-{sig}" for sig in before if sig not in after]
+    changes += [f"~{sig}" for sig in after if sig in before and before[sig] != after[sig]]
+    return sorted(changes)
+
+
+def _api_catalog(session: Session, settings: Settings) -> dict[str, str]:
+    rows = session.all(queries(settings.schema)["api_catalog"], {"schema": settings.api_schema})
+    return {r["signature"]: r["body"] for r in rows}

@@ -19,6 +19,7 @@ import asyncio
 import functools
 import logging
 import socket
+import time
 import uuid
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,7 @@ from ..exceptions import ConnectionFailed
 from ..handlers import Handler, Registry
 from ..jobs import Claimed
 from .backends import Backend
+from .metrics import Observer, Quiet
 from .outcomes import DrainSummary, encode_result
 from .recording import DrainState, Recorder, Running
 from .tending import Tending
@@ -58,6 +60,7 @@ class Drainer:
         batch_size: int | None = None,
         prefetch: int | None = None,
         worker_id: str | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.registry = registry
         self.backend = backend
@@ -71,13 +74,19 @@ class Drainer:
         self._live: list[DrainState] = []
         self._changed = asyncio.Event()
         self._stopping = False
-        self._recorder = Recorder(backend, self._settled)
+        self.observer: Observer = observer or Quiet()
+        self._recorder = Recorder(backend, self._settled, self.observer)
         shortest = min((h.timeout.total_seconds() for h in registry), default=60.0)
         self._tending = Tending(self._running, backend, tick=min(0.5, max(0.02, shortest / 10)))
 
     @property
     def stopping(self) -> bool:
         return self._stopping
+
+    @property
+    def draining(self) -> int:
+        """Drains running now."""
+        return len(self._live)
 
     @property
     def held(self) -> int:
@@ -141,10 +150,13 @@ class Drainer:
     async def _claim(self, d: DrainState, remaining: int) -> list[Claimed]:
         want = await self._reserve(d, remaining)
         handler = d.handler
+        started = time.perf_counter()
         try:
-            return await self.backend.claim(
+            jobs = await self.backend.claim(
                 d.summary.type, want, self.worker_id, d.lease,
                 handler.rate_limit if handler else None, handler.max_attempts if handler else None)
+            self.observer.claimed(d.summary.type, len(jobs), time.perf_counter() - started)
+            return jobs
         finally:
             self._reserved -= want
             self._changed.set()
@@ -287,6 +299,7 @@ class Drainer:
                 if running.timed_out and me is not None and me.cancelling():
                     me.uncancel()  # the handler swallowed the cancellation and finished anyway
             self.window.observe(loop.time() - started)
+            self.observer.ran(running.job.type, loop.time() - started)
             running.state = "recording"
             self._recorder.record(running, ok, value)
 

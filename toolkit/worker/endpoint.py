@@ -26,7 +26,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..durations import format_duration
@@ -36,6 +36,7 @@ from .backends import Backend
 from .dispatch import Dispatcher
 from .drain import Drainer
 from .listen import Listener, Notifications
+from .metrics import CONTENT_TYPE, WorkerMetrics, allowed
 from .signing import HEADER, WINDOW, Verifier
 
 log = logging.getLogger("jobkit.worker")
@@ -61,6 +62,8 @@ class EndpointOptions:
     give_up: timedelta = timedelta(minutes=5)
     secret: str | None = None  # fixed signing secret; default: the database's (rotations followed)
     signature_window: float = WINDOW  # seconds a wake-up's signature stays valid
+    metrics_token: str | None = None  # GET /metrics needs it as a bearer token; None: loopback only
+    metrics_ttl: float = 15.0  # seconds the backlog figures of /metrics are cached
 
 
 class WorkerEndpoint:
@@ -83,8 +86,11 @@ class WorkerEndpoint:
         self._db = _Health()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._lock = asyncio.Lock()
+        self.metrics = WorkerMetrics(getattr(backend, "backlog", None), ttl=options.metrics_ttl,
+                                     drains=lambda: self.drainer.draining if self.drainer else 0)
         self.app = Starlette(routes=[Route("/run", self.run, methods=["POST"]),
-                                     Route("/healthz", self.healthz, methods=["GET"])],
+                                     Route("/healthz", self.healthz, methods=["GET"]),
+                                     Route("/metrics", self.metrics_page, methods=["GET"])],
                              lifespan=self.lifespan)
 
     @asynccontextmanager
@@ -106,7 +112,7 @@ class WorkerEndpoint:
                 await self.backend.open()
                 o = self.options
                 self.drainer = Drainer(self.registry, self.backend, concurrency=o.concurrency,
-                                       batch_size=o.batch_size, prefetch=o.prefetch)
+                                       batch_size=o.batch_size, prefetch=o.prefetch, observer=self.metrics)
                 self.dispatcher = Dispatcher(self.drainer, budget=o.budget, linger=o.linger)
                 self._db.up()
                 self._spawn(self._watch_database())
@@ -139,6 +145,18 @@ class WorkerEndpoint:
                 "draining": self.dispatcher.draining if self.dispatcher else [],
                 "window": self.drainer.window.describe() if self.drainer else None}
         return JSONResponse(body, status_code=200 if ok else 503)
+
+    async def metrics_page(self, request: Request) -> Response:
+        """Prometheus text format; the bearer token (or, without one, loopback clients only)."""
+        host = request.client.host if request.client else None
+        if not allowed(self.options.metrics_token, request.headers.get("authorization"), host):
+            return JSONResponse({"error": "metrics need Authorization: Bearer $JOBKIT_METRICS_TOKEN"},
+                                status_code=401)
+        try:
+            body = await self.metrics.render()
+        except JobkitError as exc:
+            return JSONResponse({"error": f"the backlog query failed: {exc.message}"}, status_code=503)
+        return Response(body, media_type=CONTENT_TYPE)
 
     async def run(self, request: Request) -> JSONResponse:
         drainer = await self.start()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from ..handlers import Handler, Permanent, RateLimited
 from ..jobs import Claimed, Failure
 from .backends import Backend
 from .groupcommit import GroupCommit
+from .metrics import Observer, Quiet
 from .outcomes import DrainSummary, failure, last_line
 
 log = logging.getLogger("jobkit.worker")
@@ -67,9 +69,11 @@ class DrainState:
 class Recorder:
     """Hands outcomes to their statements; calls ``settled(running)`` once each has returned."""
 
-    def __init__(self, backend: Backend, settled: Callable[[Running], None]) -> None:
+    def __init__(self, backend: Backend, settled: Callable[[Running], None],
+                 observer: Observer | None = None) -> None:
         self.backend = backend
         self._on_settled = settled
+        self.observer: Observer = observer or Quiet()
         self._completer: GroupCommit[Running, set[UUID]] = GroupCommit(self._complete, self._completed)
         self._failer: GroupCommit[Running, dict[UUID, str]] = GroupCommit(self._fail, self._failed)
         self._tasks: set[asyncio.Future[Any]] = set()  # snoozes in flight
@@ -89,9 +93,11 @@ class Recorder:
             self._failer.submit(running)
 
     async def _complete(self, batch: list[Running]) -> set[UUID]:
+        started = time.perf_counter()
         accepted: set[UUID] = set()
         for chunk in _by_size(batch):
             accepted |= await self._complete_chunk(chunk)
+        self.observer.recorded(time.perf_counter() - started)
         return accepted
 
     async def _complete_chunk(self, batch: list[Running]) -> set[UUID]:
@@ -123,11 +129,13 @@ class Recorder:
                 continue
             if everyone or (accepted is not None and r.job.id in accepted):
                 r.drain.summary.completed += 1
+                self.observer.completed(r.job.type, 1)
             elif error is None:
                 r.drain.summary.lost += 1
             self._settled(r)
 
     async def _fail(self, batch: list[Running]) -> dict[UUID, str]:
+        started = time.perf_counter()
         try:
             return await _retrying(lambda: self.backend.fail([r.outcome for r in batch]))
         except ConnectionFailed:
@@ -139,6 +147,8 @@ class Recorder:
                     statuses |= await self._fail([r])
                 return statuses
             return await self._fail_plainly(batch[0], exc)
+        finally:
+            self.observer.recorded(time.perf_counter() - started)
 
     async def _fail_plainly(self, r: Running, exc: DatabaseError) -> dict[UUID, str]:
         """The database refused this failure's record: store a plain message in its place."""
@@ -160,6 +170,7 @@ class Recorder:
             status = statuses.get(r.job.id) if statuses is not None else None
             if status is not None:
                 r.drain.summary.failed += 1
+                self.observer.failed(r.job.type, final=status != "pending")
                 _log_failure(r, status)
             elif error is None:
                 r.drain.summary.lost += 1
@@ -174,6 +185,8 @@ class Recorder:
         else:
             running.drain.summary.snoozed += snoozed
             running.drain.summary.lost += not snoozed
+            if snoozed:
+                self.observer.snoozed(running.job.type)
         finally:
             self._settled(running)
 

@@ -15,8 +15,10 @@ from pathlib import Path
 
 from ..app import resolve_url
 from ..config import Settings, supabase_api_from_env
-from ..exceptions import ConfigError, WorkerGaveUp
+from ..connector import Database
+from ..exceptions import ConfigError, JobkitError, WorkerGaveUp
 from ..handlers import Registry
+from ..queries import queries
 from .backends import Backend
 from .backends.postgres import PostgresBackend
 from .backends.supabase import SupabaseBackend
@@ -62,6 +64,26 @@ def choose_backend(settings: Settings, options: WorkerOptions, *, data_api: bool
         raise ConfigError("--data-api needs $SUPABASE_URL, $SUPABASE_SERVICE_ROLE_KEY and [api] schema "
                           "(and no --listen)", hint="set them, then run `jobkit deploy`")
     return SupabaseBackend(*api, settings.api_schema)
+
+
+def transport_warning(settings: Settings, options: WorkerOptions) -> str | None:
+    """A warning when no wake-up would reach this worker: the database wakes over NOTIFY but the
+    worker only serves HTTP, or over pg_net while the worker only LISTENs. None when they match
+    (or when the database cannot tell: the worker reports that itself)."""
+    try:
+        with Database(resolve_url(settings)).session(connect_timeout=5) as session:
+            rows = session.all(queries(settings.schema)["settings_all"])
+    except JobkitError:
+        return None
+    transport = {r["key"]: r["value"] for r in rows}.get("transport")
+    if transport == "notify" and not options.endpoint.listen:
+        return ("the database wakes workers with NOTIFY (it has no pg_net), and this worker only serves "
+                "HTTP: nothing will wake it. Run it with --listen, or install pg_net and run `jobkit deploy`")
+    if transport == "pg_net" and options.endpoint.listen:
+        return (f"the database wakes workers over HTTP (pg_net) at the URL `jobkit secrets set` stored; "
+                f"this worker also LISTENs on {options.endpoint.listen}, which nothing notifies. "
+                "Make sure that URL reaches this worker")
+    return None
 
 
 def postgres_backend(settings: Settings, options: WorkerOptions) -> PostgresBackend:

@@ -13,6 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 from uuid import UUID
 
+from ...connector import Row
 from ...connector.aio import AsyncPool
 from ...jobs import Claimed, Done, Failure, Job, NewJob
 from ...lifecycle import Statements
@@ -73,6 +74,10 @@ class PostgresBackend:
 
     async def next_due(self, job_type: str) -> float | None:
         return await self.pool.run(self.sql.next_due(job_type))
+
+    async def backlog(self) -> list[Row]:
+        """Per type: pending jobs due now and the oldest one's age (for /metrics, cached there)."""
+        return await self.pool.run(self.sql.backlog())
 
     async def worker_keys(self) -> list[str]:
         return await self.pool.run(self.sql.worker_keys())

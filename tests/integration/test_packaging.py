@@ -1,5 +1,7 @@
-"""The built package works on its own: a non-editable install into a fresh venv outside the checkout
-has a working `jobkit` script whose `jobkit render` output is byte-identical to the checkout's.
+"""The built package works on its own, installed the way a user's CI installs it: a wheel built from
+the checkout, put where the `jobkit init` CI workflow looks (vendor/), installed into a fresh venv
+outside the checkout by the workflow's own install step as written. Its `jobkit` script renders
+byte-identical SQL to the checkout's and deploys to, then checks, the test database.
 
 Slow (a venv and a pip install from the package registry): deselect with ``-m 'not slow'``.
 """
@@ -7,6 +9,7 @@ Slow (a venv and a pip install from the package registry): deselect with ``-m 'n
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +17,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from jobkit.ops import scaffold
+from versions import HEAD
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
@@ -52,17 +57,32 @@ def _dev_jobkit() -> list[str]:
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv outside the checkout with jobkit installed from a copy of the source tree."""
+    """A fresh venv outside the checkout, jobkit installed by the CI template's install step."""
     base = tmp_path_factory.mktemp("packaging")
     assert not base.is_relative_to(ROOT)
     source = base / "source"
     shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
+    project = base / "project"
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(source), "-w", str(project / "vendor")],
+         cwd=base, timeout=300)
+    shutil.rmtree(source)  # the installed package must not need its source tree
     target = base / "venv"
     _run([sys.executable, "-m", "venv", str(target)], cwd=base)
-    pip = [str(target / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
-    _run([*pip, "install", str(source)], cwd=base, timeout=780)
-    shutil.rmtree(source)  # the installed package must not need its source tree
+    env, command = install_step(scaffold.init(project).written)
+    assert env["JOBKIT_VERSION"] == VERSION  # `jobkit init` pins the version that wrote it
+    run = subprocess.run(["bash", "-c", command], cwd=project, capture_output=True, text=True, timeout=780,
+                         env={**_env(), **env, "PATH": f"{target / 'bin'}:{os.environ['PATH']}"})
+    assert run.returncode == 0, f"{command}\n{run.stdout}\n{run.stderr}"
     return target
+
+
+def install_step(written: list[Path]) -> tuple[dict[str, str], str]:
+    """The workflow's env values and its `Install jobkit` step's command, as written."""
+    [workflow] = [p for p in written if p.suffix == ".yml"]
+    text = workflow.read_text()
+    env = dict(re.findall(r'(?m)^\s+(JOBKIT_VERSION): "([^"]+)"$', text))
+    [command] = re.findall(r"(?m)^\s+- name: Install jobkit\n\s+run: (.+)$", text)
+    return env, command
 
 
 @pytest.fixture
@@ -89,3 +109,12 @@ def test_render_matches_the_checkout(venv: Path, workdir: Path) -> None:
     checkout = _run([*_dev_jobkit(), "render"], cwd=workdir).stdout
     assert installed.strip(), "jobkit render printed nothing"
     assert installed == checkout
+
+
+def test_the_installed_jobkit_deploys_then_checks_the_database(venv: Path, workdir: Path, fresh_db: str) -> None:
+    jobkit = str(venv / "bin" / "jobkit")
+    env = {**_env(), "JOBKIT_DB_URL": fresh_db}
+    for args in (["deploy"], ["deploy", "--check"]):
+        run = subprocess.run([jobkit, *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, f"jobkit {' '.join(args)}: {run.stdout}\n{run.stderr}"
+    assert f"up to date: schema jobkit at {HEAD}" in run.stdout, run.stdout

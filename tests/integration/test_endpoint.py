@@ -128,8 +128,11 @@ def test_a_due_time_sets_a_timer(client: TestClient, endpoint: WorkerEndpoint, s
 
 
 def test_sync_mode_answers_with_a_summary(db_url: str, session: Session) -> None:
-    Lifecycle(session, "jobkit").enqueue_many([NewJob("echo", {"i": i}) for i in range(7)])
-    with TestClient(_endpoint(db_url, secret=SECRET, mode="sync").app) as client:
+    endpoint = _endpoint(db_url, secret=SECRET, mode="sync", linger=0.0)
+    with TestClient(endpoint.app) as client:
+        # the start-up catch-up (nothing due yet) must have looked, or it could take the jobs
+        until(endpoint.caught_up.is_set)
+        Lifecycle(session, "jobkit").enqueue_many([NewJob("echo", {"i": i}) for i in range(7)])
         response = post(client, {"type": "echo"})
     assert response.status_code == 200
     assert response.json() | {"type": "echo"} == {"type": "echo", "claimed": 7, "completed": 7, "failed": 0,

@@ -86,6 +86,7 @@ class WorkerEndpoint:
         self._db = _Health()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._lock = asyncio.Lock()
+        self.caught_up = asyncio.Event()  # the start-up catch-up has woken what was due (HTTP mode)
         self.metrics = WorkerMetrics(getattr(backend, "backlog", None), ttl=options.metrics_ttl,
                                      drains=lambda: self.drainer.draining if self.drainer else 0)
         self.app = Starlette(routes=[Route("/run", self.run, methods=["POST"]),
@@ -121,8 +122,16 @@ class WorkerEndpoint:
                                              give_up=o.give_up)
                     self._spawn(self._listen(self.listener))
                 else:
-                    self._spawn(self.dispatcher.catch_up())
+                    self._spawn(self._catch_up(self.dispatcher))
             return self.drainer
+
+    async def _catch_up(self, dispatcher: Dispatcher) -> None:
+        """Wake every type with due jobs once at start (nothing waits for cron); ``caught_up`` is
+        set when that has been decided."""
+        try:
+            await dispatcher.catch_up()
+        finally:
+            self.caught_up.set()
 
     async def stop(self) -> None:
         if self.drainer is None or self.dispatcher is None:

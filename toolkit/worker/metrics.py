@@ -95,6 +95,8 @@ class WorkerMetrics:
                               registry=r)
         self._oldest = Gauge("jobkit_oldest_due_seconds",
                              "Age of the oldest due pending job, by type (cached).", ["type"], registry=r)
+        self._ran: dict[str, Any] = {}
+        self._done: dict[str, Any] = {}
         self._fetch = backlog
         self._ttl = ttl
         self._fetched_at = -float("inf")
@@ -107,10 +109,16 @@ class WorkerMetrics:
             self._claimed.labels(job_type).inc(count)
 
     def ran(self, job_type: str, seconds: float) -> None:
-        self._handler.labels(job_type).observe(seconds)
+        child = self._ran.get(job_type)  # labels() takes a lock and builds a key: once per type
+        if child is None:
+            child = self._ran[job_type] = self._handler.labels(job_type)
+        child.observe(seconds)
 
     def completed(self, job_type: str, count: int) -> None:
-        self._completed.labels(job_type).inc(count)
+        child = self._done.get(job_type)
+        if child is None:
+            child = self._done[job_type] = self._completed.labels(job_type)
+        child.inc(count)
 
     def failed(self, job_type: str, final: bool) -> None:
         (self._failed if final else self._retried).labels(job_type).inc()

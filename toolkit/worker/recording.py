@@ -124,15 +124,18 @@ class Recorder:
         if error is not None:
             log.error("recording %d completions failed (their leases will expire): %s", len(batch), error)
         everyone = accepted is not None and len(accepted) == len(batch)  # the usual case: no lookups
+        done: dict[str, int] = {}
         for r in batch:
             if r.state == "refused":
                 continue
             if everyone or (accepted is not None and r.job.id in accepted):
                 r.drain.summary.completed += 1
-                self.observer.completed(r.job.type, 1)
+                done[r.job.type] = done.get(r.job.type, 0) + 1
             elif error is None:
                 r.drain.summary.lost += 1
             self._settled(r)
+        for job_type, count in done.items():
+            self.observer.completed(job_type, count)
 
     async def _fail(self, batch: list[Running]) -> dict[UUID, str]:
         started = time.perf_counter()

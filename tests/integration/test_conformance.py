@@ -24,6 +24,7 @@ from jobkit.worker.backends import Backend
 from jobkit.worker.backends.memory import MemoryBackend
 from jobkit.worker.backends.postgres import PostgresBackend
 from jobkit.worker.backends.supabase import SupabaseBackend
+from opened import with_backend
 from standins.postgrest import create_app, serve
 
 SERVICE_KEY = "eyJhbGciOiJIUzI1NiJ9.eyJyb2xlIjoic2VydmljZV9yb2xlIn0.c2lnbmF0dXJl"
@@ -65,15 +66,7 @@ def run(request: pytest.FixtureRequest) -> Iterator[Run[Any]]:
 
 def _runner(make: Callable[[], Backend]) -> Run[Any]:
     def run(body: Callable[[Backend], Awaitable[T]]) -> T:
-        async def main() -> T:
-            backend = make()
-            await backend.open()
-            try:
-                return await body(backend)
-            finally:
-                await backend.close()
-
-        return asyncio.run(main())
+        return with_backend(make(), body)
 
     return run
 

@@ -46,6 +46,7 @@ from jobkit.worker.backends.postgres import PostgresBackend
 from jobkit.worker.drain import Drainer
 from jobkit.worker.endpoint import EndpointOptions, WorkerEndpoint
 from jobkit.worker.signing import signed_headers
+from opened import with_backend
 from starlette.testclient import TestClient
 
 T = TypeVar("T")
@@ -307,15 +308,7 @@ def _cli(config: Path, *args: str, input: str | None = None) -> Result:
 
 
 def _async(db_url: str, body: Callable[[PostgresBackend], Awaitable[T]]) -> T:
-    async def main() -> T:
-        backend = PostgresBackend(db_url)
-        await backend.open()
-        try:
-            return await body(backend)
-        finally:
-            await backend.close()
-
-    return asyncio.run(main())
+    return with_backend(PostgresBackend(db_url), body)
 
 
 def _registry() -> Registry:

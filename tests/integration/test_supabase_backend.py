@@ -21,6 +21,7 @@ from jobkit.jobs import NewJob
 from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.worker.backends.supabase import SupabaseBackend
 from jobkit.worker.drain import Drainer
+from opened import with_backend
 from standins.postgrest import create_app, serve
 
 from supabase import Client, ClientOptions, create_client
@@ -57,15 +58,7 @@ def sql(url: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
 
 
 def run(base_url: str, body: Callable[[SupabaseBackend], Awaitable[T]], key: str = SERVICE_KEY) -> T:
-    async def main() -> T:
-        backend = SupabaseBackend(base_url, key, API)
-        await backend.open()
-        try:
-            return await body(backend)
-        finally:
-            await backend.close()
-
-    return asyncio.run(main())
+    return with_backend(SupabaseBackend(base_url, key, API), body)
 
 
 def add(db_url: str, job_type: str, payload: Any, **extra: Any) -> uuid.UUID:

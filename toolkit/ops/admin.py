@@ -45,14 +45,7 @@ def show(db: Database, settings: Settings, job_id: UUID) -> tuple[Job, list[Atte
 
 
 def retry_one(db: Database, settings: Settings, job_id: UUID) -> None:
-    with db.session() as s:
-        manager = Lifecycle(s, settings.schema)
-        job = _existing(manager, job_id)
-        if not manager.retry(job_id):
-            raise InvalidState(
-                f"job {job_id} is {job.status.value}: only failed, dead or cancelled jobs retry",
-                hint="see `jobkit jobs show ID`",
-            )
+    _change(db, settings, job_id, Lifecycle.retry, "only failed, dead or cancelled jobs retry")
 
 
 def dead_ids(db: Database, settings: Settings, job_type: str | None) -> list[UUID]:
@@ -86,14 +79,18 @@ def retry_many(db: Database, settings: Settings, ids: Iterable[UUID],
 
 
 def cancel(db: Database, settings: Settings, job_id: UUID) -> None:
+    _change(db, settings, job_id, Lifecycle.cancel, "only pending or processing jobs cancel")
+
+
+def _change(db: Database, settings: Settings, job_id: UUID, act: Callable[[Lifecycle, UUID], bool],
+            allowed: str) -> None:
+    """Apply ``act`` to an existing job; InvalidState (naming its status) when its state refuses."""
     with db.session() as s:
         manager = Lifecycle(s, settings.schema)
         job = _existing(manager, job_id)
-        if not manager.cancel(job_id):
-            raise InvalidState(
-                f"job {job_id} is {job.status.value}: only pending or processing jobs cancel",
-                hint="see `jobkit jobs show ID`",
-            )
+        if not act(manager, job_id):
+            raise InvalidState(f"job {job_id} is {job.status.value}: {allowed}",
+                               hint="see `jobkit jobs show ID`")
 
 
 def purge_count(

@@ -134,7 +134,7 @@ def _refuse_conflicts(the_plan: Plan) -> None:
         versions = ", ".join(a.version for a in the_plan.unknown)
         raise DeployError(
             f"the database has jobkit migrations this version does not know ({versions})",
-            hint="upgrade jobkit (pip install -U jobkit) to the version that deployed them",
+            hint="upgrade jobkit (pip install -U jobkit-pg) to the version that deployed them",
         )
     if the_plan.changed:
         applied, local = the_plan.changed[0]

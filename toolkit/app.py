@@ -1,4 +1,4 @@
-"""The application object: one command's settings, its database, one session and the lifecycle.
+"""The application object: one command's settings and its database, whose sessions are one.
 
 Each CLI command builds one App (cli/common.py) and hands it to a plain API function; everything the
 command does goes through ``app.db``, whose ``session()`` hands out the App's one connection (opened
@@ -11,13 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from functools import cached_property
-from types import TracebackType
 
 from .config import Settings
 from .connector import Database, Session
 from .exceptions import ConfigError
-from .lifecycle import Lifecycle
-from .queries import queries
 from .schema.migrations import require_deployed
 
 
@@ -41,28 +38,9 @@ class App:
             db.on_open = lambda session: require_deployed(session, self.settings, f"database {db.dbname}")
         return db
 
-    @property
-    def session(self) -> Session:
-        return self.db.shared()
-
-    @property
-    def queries(self) -> dict[str, str]:
-        return queries(self.settings.schema)
-
-    @property
-    def lifecycle(self) -> Lifecycle:
-        return Lifecycle(self.session, self.settings.schema)
-
     def close(self) -> None:
         if "db" in self.__dict__:
             self.db.close()
-
-    def __enter__(self) -> App:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
 class SharedDatabase(Database):
@@ -103,11 +81,6 @@ class SharedDatabase(Database):
             other.close()
         self._stack.close()
         self._session = None
-
-
-def database(settings: Settings, *, application_name: str = "jobkit") -> Database:
-    """A (non-shared) Database for ``settings``."""
-    return Database(resolve_url(settings), application_name=application_name)
 
 
 def resolve_url(settings: Settings) -> str:

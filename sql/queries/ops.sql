@@ -158,8 +158,10 @@ where n.nspname = %(schema)s
 order by p.proname, 2
 
 -- name: api_catalog
--- The [api] schema's functions with a digest of each body: what deploy's API script changed.
+-- The [api] schema's functions with a digest of each body, settings and grants (and the schema's):
+-- what deploy's API script would change.
 select p.oid::pg_catalog.regprocedure::pg_catalog.text as signature,
-       pg_catalog.md5(p.prosrc || coalesce(pg_catalog.array_to_string(p.proconfig, ','), '')) as body
+       pg_catalog.md5(p.prosrc || coalesce(pg_catalog.array_to_string(p.proconfig, ','), '')
+                      || coalesce(p.proacl::pg_catalog.text, '') || coalesce(n.nspacl::pg_catalog.text, '')) as body
 from pg_catalog.pg_proc p join pg_catalog.pg_namespace n on n.oid = p.pronamespace
 where n.nspname = %(schema)s

@@ -311,7 +311,7 @@ def test_worker_serve_with_a_port_out_of_range_is_a_usage_error() -> None:
     assert "99999 is not in the range 1<=x<=65535" in result.output
 
 
-def test_an_infinite_run_at_is_refused_at_enqueue_with_the_reason(session: Session) -> None:
+def test_an_infinite_run_at_is_refused_at_enqueue_with_the_reason(db_url: str, session: Session) -> None:
     from jobkit.exceptions import DatabaseError
 
     for when in ("infinity", "-infinity"):
@@ -320,13 +320,7 @@ def test_an_infinite_run_at_is_refused_at_enqueue_with_the_reason(session: Sessi
         assert "jobs_scheduled_for_finite" in caught.value.message
         assert caught.value.hint == "run_at must be a finite time: pass a real timestamp, not 'infinity'"
     assert _jobs(session) == 0
-    assert _jobkit(session_url(session), "status").exit_code == 0
-
-
-def session_url(session: Session) -> str:
-    info = session.one("select current_database() as db, inet_server_port() as port")
-    assert info is not None
-    return f"postgresql://postgres@127.0.0.1:{info['port']}/{info['db']}"
+    assert _jobkit(db_url, "status").exit_code == 0
 
 
 def test_migration_0002_repairs_infinite_rows_it_finds(fresh_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -395,3 +389,15 @@ def test_times_are_iso_8601_in_every_command(db_url: str, manager: Lifecycle) ->
     schedules = _jobkit(db_url, "schedule", "list")
     assert iso.search(schedules.output), schedules.output  # next run
     assert not re.search(r"\d{2}:\d{2}:\d{2} UTC|\d{2}:\d{2}:\d{2}\.\d+\+00", listed.output + schedules.output)
+
+
+def test_deploy_restores_revoked_api_grants(fresh_db: str, tmp_path: Path) -> None:
+    config = tmp_path / "jobkit.toml"
+    config.write_text('[api]\nschema = "jobkit_api"\n')
+    assert _deploy_cli(fresh_db, config).exit_code == 0
+    with Database(fresh_db).session() as s:
+        s.execute("revoke execute on function jobkit_api.ping() from service_role")
+    assert _deploy_cli(fresh_db, config, "--check").exit_code == 3
+    assert _deploy_cli(fresh_db, config).exit_code == 0
+    with Database(fresh_db).session() as s:
+        assert s.scalar("select has_function_privilege('service_role', 'jobkit_api.ping()', 'execute')")

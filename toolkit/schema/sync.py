@@ -120,26 +120,28 @@ def _type_row(name: str, cfg: TypeConfig) -> dict[str, Any]:
 
 
 class _DryRun(Exception):
-    """Rolls back a trial run of the API script (deploy --check / --dry-run)."""
+    """Rolls back the trial run of the API script."""
 
 
 def api_changes(session: Session, settings: Settings, api_sql: str, *, apply: bool) -> list[str]:
-    """Run the Data API script (in a transaction that is rolled back unless ``apply``) and say what
-    it changed in the [api] schema: wrappers created, dropped (stale signatures) or rewritten. An
-    unchanged schema gives [] (the script's `create or replace` then rewrote nothing that differs)."""
+    """What the Data API script would change in the [api] schema (wrappers created, dropped as stale
+    signatures, or rewritten), found by a trial run that is rolled back; with ``apply`` the script
+    then runs for real, only when it changes something (a second deploy writes nothing)."""
     assert settings.api_schema is not None
     before = _api_catalog(session, settings)
     try:
         with session.transaction():
             session.script(api_sql)
             after = _api_catalog(session, settings)
-            if not apply:
-                raise _DryRun
+            raise _DryRun
     except _DryRun:
         pass
     changes = [f"+{sig}" for sig in after if sig not in before]
     changes += [f"-{sig}" for sig in before if sig not in after]
     changes += [f"~{sig}" for sig in after if sig in before and before[sig] != after[sig]]
+    if changes and apply:
+        with session.transaction():
+            session.script(api_sql)
     return sorted(changes)
 
 

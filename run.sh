@@ -6,7 +6,8 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
-APT_PACKAGES=(postgresql-15 postgresql-15-cron postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl)
+APT_PACKAGES=(postgresql-15 postgresql-15-cron postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
+    chromium chromium-driver)  # chromium: the dashboard's browser tests (tests/browser)
 VENV=.venv
 STAMP="$VENV/.jobkit-dev-installed"
 

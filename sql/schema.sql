@@ -70,6 +70,15 @@ create index jobs_finished_idx on {{ s }}.jobs (completed_at) where status in ('
 -- One unfinished job per (type, idempotency key).
 create unique index jobs_idempotency_idx on {{ s }}.jobs (type, idempotency_key)
     where idempotency_key is not null and status in ('pending', 'processing');
+-- Dead jobs per type for the overview, without walking every finished job (0003). Partial: only
+-- dead rows are in it, so the hot path (claims, completions) never writes to it.
+create index jobs_dead_idx on {{ s }}.jobs (type) where status = 'dead';
+-- The dashboard's jobs page lists newest first with keyset pagination on (created_at, id) and
+-- filters by a time range on created_at (0003).
+create index jobs_created_idx on {{ s }}.jobs (created_at, id);
+-- Payload search by JSON containment (payload @> '{"user_id": 42}'). jsonb_path_ops indexes only
+-- the paths and values, so it is about a third of a full jsonb_ops index and answers exactly @> (0003).
+create index jobs_payload_idx on {{ s }}.jobs using gin (payload jsonb_path_ops);
 
 -- The attempts that did not complete their job (retries, failures, snoozes, releases, expired
 -- leases, cancellations): no failure disappears when the next attempt overwrites last_error. The
@@ -88,6 +97,8 @@ create table {{ s }}.job_attempts (
     duration    interval generated always as (finished_at - started_at) stored
 ) with (autovacuum_vacuum_insert_scale_factor = 0.02);
 create index job_attempts_job_idx on {{ s }}.job_attempts (job_id, attempt);
+-- The overview's failure-rate chart and duration percentiles read attempts by time (0003).
+create index job_attempts_finished_idx on {{ s }}.job_attempts (finished_at);
 
 -- Every attempt of every job: the recorded ones, plus each completed job's final attempt.
 create view {{ s }}.job_history with (security_invoker = true) as
@@ -174,6 +185,22 @@ create table {{ s }}.schedules (
     origin     text not null check (origin in ('config', 'cli')),
     updated_at timestamptz not null default now()
 );
+
+-- Every operator action taken from the dashboard: who, when, on what (ids or a filter), how many
+-- matched when it was confirmed, and how many it changed. Written before the action starts and
+-- updated after each batch, so an interrupted action shows how far it got.
+create table {{ s }}.audit_log (
+    id          bigint generated always as identity primary key,
+    at          timestamptz not null default now(),
+    actor       text not null,
+    action      text not null check (action in ('retry', 'cancel', 'delete', 'pause_schedule', 'resume_schedule')),
+    target      jsonb not null,  -- {"ids": [...]}, {"filter": {...}} or {"schedule": "name"}
+    matched     bigint,          -- the count the operator confirmed
+    affected    bigint not null default 0,  -- rows the action changed so far
+    finished_at timestamptz,
+    error       text
+);
+create index audit_log_at_idx on {{ s }}.audit_log (at);
 
 -- ================================================================================================
 -- 2. The public API: per-type policy
@@ -630,6 +657,45 @@ language sql volatile set search_path = '' as $$
         where c.worker_id is not null and c.attempts > 0
     )
     select exists (select 1 from changed)
+$$;
+
+-- Retry many jobs (retry_job for each): returns how many went back to pending. A job whose
+-- idempotency key a newer unfinished job now holds stays where it is, and the rest still retry.
+create function {{ s }}.retry_jobs(p_ids uuid[]) returns int
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_id uuid;
+    v_retried int := 0;
+begin
+    foreach v_id in array coalesce(p_ids, '{}') loop
+        begin
+            if {{ s }}.retry_job(v_id) then
+                v_retried := v_retried + 1;
+            end if;
+        exception when unique_violation then
+            null;  -- the key belongs to a newer unfinished job: this one stays as it is
+        end;
+    end loop;
+    return v_retried;
+end
+$$;
+
+-- Cancel many jobs (cancel_job for each): returns how many were cancelled.
+create function {{ s }}.cancel_jobs(p_ids uuid[]) returns int
+language sql volatile set search_path = '' as $$
+    select count(*) filter (where {{ s }}.cancel_job(i))::int from unnest(p_ids) as i
+$$;
+
+-- Delete many jobs with their attempt history: returns how many. A processing job is left alone
+-- (cancel it first: its worker still holds it).
+create function {{ s }}.delete_jobs(p_ids uuid[]) returns int
+language sql volatile set search_path = '' as $$
+    with gone as (
+        delete from {{ s }}.jobs j where j.id = any(p_ids) and j.status <> 'processing' returning j.id
+    ), history as (
+        delete from {{ s }}.job_attempts a using gone g where a.job_id = g.id
+    )
+    select count(*)::int from gone
 $$;
 
 -- Processing jobs whose lease expired: back to pending with backoff while their round has attempts
@@ -1155,6 +1221,7 @@ alter table {{ s }}.settings enable row level security;
 alter table {{ s }}.secrets enable row level security;
 alter table {{ s }}.wakeups enable row level security;
 alter table {{ s }}.schedules enable row level security;
+alter table {{ s }}.audit_log enable row level security;
 revoke all on all tables in schema {{ s }} from public;
 revoke all on all sequences in schema {{ s }} from public;
 revoke all on all functions in schema {{ s }} from public;

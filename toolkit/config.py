@@ -145,6 +145,14 @@ def metrics_token_from_env(env: Mapping[str, str] | None = None) -> str | None:
     return (os.environ if env is None else env).get("JOBKIT_METRICS_TOKEN") or None
 
 
+def dashboard_auth_from_env(env: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
+    """``JOBKIT_DASHBOARD_TOKEN`` (a shared operator token) and ``JOBKIT_DASHBOARD_JWT_SECRET`` (the
+    Supabase project's JWT secret, to accept its JWTs) for `jobkit dashboard`; never options, so
+    they stay out of shell history and process lists."""
+    e = os.environ if env is None else env
+    return e.get("JOBKIT_DASHBOARD_TOKEN") or None, e.get("JOBKIT_DASHBOARD_JWT_SECRET") or None
+
+
 def supabase_api_from_env(env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
     """SUPABASE_URL and SUPABASE_SERVICE_ROLE_KEY for the Data API backend (None unless both are set)."""
     e = os.environ if env is None else env

@@ -25,6 +25,17 @@ where pg_catalog.left(j.jobname, pg_catalog.length(%(prefix)s)) = %(prefix)s
   and j.database = any(%(databases)s)
 order by j.jobname
 
+-- name: cron_recent_runs
+-- The last runs of jobkit's cron jobs (the newest first, up to p_limit each).
+select j.jobid, r.runid, r.status, r.return_message, r.start_time, r.end_time
+from cron.job j
+cross join lateral (
+    select d.runid, d.status, d.return_message, d.start_time, d.end_time from cron.job_run_details d
+    where d.jobid = j.jobid order by d.runid desc limit %(limit)s
+) r
+where j.jobid = any(%(jobids)s)
+order by j.jobid, r.runid desc
+
 -- name: cron_schedule_in_database
 select cron.schedule_in_database(%(name)s, %(schedule)s, %(command)s, %(database)s) as jobid
 

@@ -29,7 +29,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner, Result
 from jobkit.cli import cli
-from jobkit.config import load_settings
+from jobkit.config import Settings, load_settings
 from jobkit.connector import Database, Session
 from jobkit.cron import schedules as scheduling
 from jobkit.cron.pg_cron import CronJobs, CronSite
@@ -528,6 +528,45 @@ def _deploy_migration(db_url: str, config: Path, tmp_path: Path, pinned: Session
     pinned.execute(f"delete from {ident(SCHEMA)}.schema_migrations where version = '0099'")
 
 
+def _dashboard(db_url: str, pinned: Session) -> None:
+    """Every dashboard page and action (tests/integration/test_dashboard.py checks what they do)."""
+    import re
+    import time
+
+    from jobkit.dashboard import Dashboard
+    from starlette.testclient import TestClient
+
+    dashboard = Dashboard(db_url, Settings(db_url=db_url))
+    html = {"accept": "text/html"}
+    schema = ident(SCHEMA)
+    try:
+        with TestClient(dashboard.app, base_url="http://127.0.0.1", follow_redirects=False) as client:
+            job = pinned.scalar(f"select id from {schema}.jobs limit 1")
+            for path in ("/", "/fragments/overview", "/jobs", "/jobs?type=mail&status=completed&since=2020-01-01"
+                         "&until=2100-01-01&worker=w&error=x&payload=%7B%22a%22%3A1%7D", f"/jobs/{job}",
+                         "/schedules", "/ratelimits", "/actions"):
+                assert client.get(path, headers=html).status_code == 200, path
+            token = re.search(r'name="csrf-token" content="([^"]+)"', client.get("/", headers=html).text)
+            assert token
+            csrf = token.group(1)
+            ids = [str(r["id"]) for r in pinned.all(f"select id from {schema}.jobs limit 3")]
+            for form in ({"verb": "retry", "scope": "filter"}, {"verb": "cancel", "scope": "ids", "ids": ids},
+                         {"verb": "delete", "scope": "ids", "ids": ids[:1]}):
+                assert client.post("/actions/confirm", data={"csrf": csrf, **form}).status_code == 200
+                run = client.post("/actions/run", data={"csrf": csrf, "matched": "1", **form})
+                assert run.status_code == 303, run.text
+                deadline = time.monotonic() + 30
+                while 'id="done"' not in client.get(run.headers["location"] + "/progress", headers=html).text:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
+            name = re.search(r'name="name" value="([^"]+)"', client.get("/schedules", headers=html).text)
+            if name:
+                for active in ("false", "true"):
+                    client.post("/schedules/active", data={"csrf": csrf, "name": name.group(1), "active": active})
+    finally:
+        dashboard.close()
+
+
 # ---- the test -------------------------------------------------------------------------------------
 
 def test_planted_objects_never_run(
@@ -548,6 +587,7 @@ def test_planted_objects_never_run(
         ("doctor table rows", lambda: _table_rows(config, db_url)),
         ("deploy a migration", lambda: _deploy_migration(db_url, config, tmp_path, pinned)),
         ("cron commands", lambda: _cron_commands(config, db_url, planted.cron)),
+        ("dashboard", lambda: _dashboard(db_url, pinned)),
     ]
     for name, step in steps:
         step()
@@ -565,7 +605,7 @@ def _with_session(db_url: str, body: Callable[[Session], None]) -> None:
 
 # SQL syntax that looks like a call, and the type names that are keywords (the grammar turns them into
 # pg_catalog's types, whatever the search_path).
-SYNTAX = {"all", "and", "any", "as", "coalesce", "conflict", "else", "exists", "extract", "filter", "from",
+SYNTAX = {"all", "and", "any", "as", "coalesce", "conflict", "else", "exists", "extract", "filter", "from", "group",
           "greatest", "in", "join", "lateral", "least", "not", "nullif", "on", "or", "over", "select", "then",
           "using", "values", "when", "where", "with"}
 KEYWORD_TYPES = {"bigint", "boolean", "int", "integer", "interval", "smallint"}

@@ -16,6 +16,7 @@ from . import deploy as deploy_cmd
 from . import dev as dev_cmd
 from . import ops as ops_cmd
 from .common import pass_state
+from .dashboard import dashboard
 from .enqueue import enqueue
 from .init import init
 from .jobs import jobs
@@ -61,7 +62,7 @@ def cli(state: Any, config_path: str | None, verbose: bool) -> None:
 
 
 for command in (*deploy_cmd.COMMANDS, *dev_cmd.COMMANDS, db_cmd.db, schedule, secrets,
-                enqueue, ratelimit, worker, *ops_cmd.COMMANDS, jobs, init):
+                enqueue, ratelimit, worker, *ops_cmd.COMMANDS, jobs, init, dashboard):
     cli.add_command(command)
 
 

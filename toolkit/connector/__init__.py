@@ -172,6 +172,48 @@ class Database:
             raise ConnectionFailed(f"cannot connect to {self.display_url}: {_first_line(exc)}") from None
 
 
+class SessionPool:
+    """A small pool of sessions for a long-running reader such as the dashboard: no prepared
+    statements (each query is planned with its values, so optional filters drop out of the plan)
+    and a statement timeout, so one slow page cannot hold a connection for long."""
+
+    def __init__(self, url: str, *, size: int = 4, statement_timeout_ms: int = 15000,
+                 application_name: str = "jobkit dashboard") -> None:
+        from psycopg_pool import ConnectionPool
+
+        self.display_url = redact(url)
+
+        def configure(conn: psycopg.Connection[Any]) -> None:
+            conn.prepare_threshold = None
+
+        self._pool = ConnectionPool(
+            url, min_size=1, max_size=size, open=False, configure=configure,
+            kwargs={"autocommit": True, "row_factory": dict_row, "application_name": application_name,
+                    "options": f"-c statement_timeout={int(statement_timeout_ms)}"})
+
+    def open(self, timeout: float = 10.0) -> None:
+        from psycopg_pool import PoolTimeout
+
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+        except PoolTimeout:
+            self._pool.close()
+            raise ConnectionFailed(f"cannot connect to {self.display_url} within {timeout:g} s") from None
+
+    def close(self) -> None:
+        self._pool.close()
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        from psycopg_pool import PoolTimeout
+
+        try:
+            with self._pool.connection(timeout=10.0) as conn:
+                yield Session(conn)
+        except PoolTimeout:
+            raise ConnectionFailed(f"no database connection to {self.display_url} within 10 s") from None
+
+
 @contextmanager
 def _translated() -> Iterator[None]:
     try:

@@ -7,7 +7,9 @@ created with cron.schedule_in_database from a session on the cron database.
 
 from __future__ import annotations
 
+import builtins
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -84,6 +86,13 @@ class CronJobs:
                                                               self.site.cron_database]})
         jobs = [_cron_job(r, self.site.prefix) for r in rows]
         return [j for j in jobs if _NAME_RE.fullmatch(j.name)]
+
+    def recent_runs(self, jobids: Sequence[int], each: int) -> builtins.list[dict[str, Any]]:
+        """The newest ``each`` runs of each of these jobs, from cron.job_run_details."""
+        with self._cron_session() as s:
+            found: builtins.list[dict[str, Any]] = s.all(self.q["cron_recent_runs"],
+                                                         {"jobids": list(jobids), "limit": each})
+        return found
 
     def find(self, name: str) -> CronJob | None:
         return next((j for j in self.list() if j.name == name), None)

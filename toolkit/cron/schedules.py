@@ -171,8 +171,8 @@ def set_active(db: Database, settings: Settings, name: str, active: bool) -> Cro
     return job
 
 
-def rows(db: Database, settings: Settings) -> list[ScheduleRow]:
-    jobs = CronJobs(db, settings)
+def rows(db: Database, settings: Settings, jobs: CronJobs | None = None) -> list[ScheduleRow]:
+    jobs = jobs or CronJobs(db, settings)
     with db.session() as session:
         known = origins(session, settings)
     now = datetime.now(UTC)

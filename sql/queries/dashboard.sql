@@ -1,0 +1,192 @@
+-- The dashboard's pages (`jobkit dashboard`). Each query reads through an index that keeps it fast
+-- at millions of jobs (docs/BENCHMARKS.md, "Dashboard queries at 1M jobs", has their timings and
+-- plans): the partial indexes of the job states, jobs_created_idx for the jobs page, the GIN
+-- index for payload search and the time indexes for the charts. Filters are bound parameters; a
+-- null parameter means "no filter" (the dashboard's connections never prepare statements, so each
+-- query is planned with its values and drops the unused conditions).
+
+-- name: dash_pending
+-- Pending jobs per type: due now, scheduled later, and the age of the oldest due (jobs_claim_idx).
+select type,
+       pg_catalog.count(*) filter (where scheduled_for <= pg_catalog.now()) as due,
+       pg_catalog.count(*) filter (where scheduled_for > pg_catalog.now()) as scheduled,
+       extract(epoch from pg_catalog.now() - pg_catalog.min(scheduled_for)
+                              filter (where scheduled_for <= pg_catalog.now()))::pg_catalog.float8 as oldest_due_s
+from {{ s }}.jobs where status = 'pending' group by type
+
+-- name: dash_processing
+-- The lease predicate lets jobs_lease_idx answer it.
+select type, pg_catalog.count(*) as processing
+from {{ s }}.jobs where lease_expires_at is not null and status = 'processing' group by type
+
+-- name: dash_stopped
+-- Failed and dead jobs per type (jobs_failed_idx, jobs_dead_idx).
+select type, pg_catalog.count(*) filter (where status = 'failed') as failed,
+       pg_catalog.count(*) filter (where status = 'dead') as dead
+from (select type, status from {{ s }}.jobs where status = 'failed'
+      union all
+      select type, status from {{ s }}.jobs where status = 'dead') f
+group by type
+
+-- name: dash_finished_recent
+-- Jobs finished in the last hour per type (jobs_finished_idx on completed_at), with the handler
+-- duration percentiles of the completing attempts.
+select type,
+       pg_catalog.count(*) filter (where status = 'completed') as completed_1h,
+       pg_catalog.count(*) filter (where status = 'cancelled') as cancelled_1h,
+       pg_catalog.percentile_cont(array[0.5, 0.95, 0.99]::pg_catalog.float8[]) within group (
+           order by extract(epoch from completed_at - started_at)::pg_catalog.float8)
+           filter (where status = 'completed' and started_at is not null) as durations
+from {{ s }}.jobs
+where status in ('completed', 'dead', 'cancelled') and completed_at > pg_catalog.now() - interval '1 hour'
+group by type
+
+-- name: dash_attempts_recent
+-- Attempts that did not complete, in the last hour per type (job_attempts_finished_idx).
+select j.type,
+       pg_catalog.count(*) filter (where a.outcome in ('retry', 'failed', 'lease_expired')) as failed_attempts_1h,
+       pg_catalog.count(*) filter (where a.outcome = 'snoozed') as snoozed_1h
+from {{ s }}.job_attempts a join {{ s }}.jobs j on j.id = a.job_id
+where a.finished_at > pg_catalog.now() - interval '1 hour'
+group by j.type
+
+-- name: dash_throughput
+-- Completions per minute over a window (an interval), all types or one.
+select extract(epoch from pg_catalog.date_trunc('minute', completed_at))::bigint as minute,
+       pg_catalog.count(*) as n
+from {{ s }}.jobs
+where status = 'completed'
+  and completed_at > pg_catalog.now() - %(window)s::interval
+  and (%(type)s::pg_catalog.text is null or type = %(type)s)
+group by 1 order by 1
+
+-- name: dash_failures
+-- Failed attempts per minute over a window (retries, final failures, expired leases).
+select extract(epoch from pg_catalog.date_trunc('minute', a.finished_at))::bigint as minute,
+       pg_catalog.count(*) as n
+from {{ s }}.job_attempts a
+where a.finished_at > pg_catalog.now() - %(window)s::interval
+  and a.outcome in ('retry', 'failed', 'lease_expired')
+  and (%(type)s::pg_catalog.text is null
+       or exists (select 1 from {{ s }}.jobs j where j.id = a.job_id and j.type = %(type)s))
+group by 1 order by 1
+
+-- name: dash_wakeups
+-- pg_net wake-ups of the last hour by outcome (reconciled first: pg_net answers asynchronously).
+with reconciled as (select {{ s }}.reconcile_wakeups() as n)
+select w.type, coalesce(w.outcome, 'awaiting') as outcome, pg_catalog.count(*) as n
+from reconciled, {{ s }}.wakeups w
+where w.created_at > pg_catalog.now() - interval '1 hour'
+group by 1, 2 order by 1, 2
+
+-- name: dash_jobs_page
+-- One page of jobs matching the filter, newest first, after the keyset (created_at, id).
+select id, type, status, priority, attempts, created_at, scheduled_for, completed_at, worker_id,
+       pg_catalog.left(pg_catalog.substring(pg_catalog.rtrim(coalesce(last_error, ''), E' \n'), E'[^\n]*$'),
+                       160) as error
+from {{ s }}.jobs
+where (%(type)s::pg_catalog.text is null or type = %(type)s)
+  and (%(status)s::pg_catalog.text is null or status = %(status)s)
+  and (%(since)s::pg_catalog.timestamptz is null or created_at >= %(since)s)
+  and (%(until)s::pg_catalog.timestamptz is null or created_at < %(until)s)
+  and (%(worker)s::pg_catalog.text is null or worker_id = %(worker)s)
+  and (%(error)s::pg_catalog.text is null
+       or pg_catalog.strpos(pg_catalog.lower(last_error), pg_catalog.lower(%(error)s)) > 0)
+  and (%(payload)s::pg_catalog.jsonb is null or payload @> %(payload)s)
+  and (%(before_at)s::pg_catalog.timestamptz is null or (created_at, id) < (%(before_at)s, %(before_id)s))
+order by created_at desc, id desc
+limit %(limit)s
+
+-- name: dash_jobs_count
+-- How many jobs match the filter and are in one of the states an action applies to.
+select pg_catalog.count(*) as n
+from {{ s }}.jobs
+where status = any(%(states)s)
+  and (%(type)s::pg_catalog.text is null or type = %(type)s)
+  and (%(status)s::pg_catalog.text is null or status = %(status)s)
+  and (%(since)s::pg_catalog.timestamptz is null or created_at >= %(since)s)
+  and (%(until)s::pg_catalog.timestamptz is null or created_at < %(until)s)
+  and (%(worker)s::pg_catalog.text is null or worker_id = %(worker)s)
+  and (%(error)s::pg_catalog.text is null
+       or pg_catalog.strpos(pg_catalog.lower(last_error), pg_catalog.lower(%(error)s)) > 0)
+  and (%(payload)s::pg_catalog.jsonb is null or payload @> %(payload)s)
+
+-- name: dash_jobs_batch
+-- The next batch of an action on "every job matching the filter", oldest first after (created_at, id).
+select id, created_at
+from {{ s }}.jobs
+where status = any(%(states)s)
+  and (%(type)s::pg_catalog.text is null or type = %(type)s)
+  and (%(status)s::pg_catalog.text is null or status = %(status)s)
+  and (%(since)s::pg_catalog.timestamptz is null or created_at >= %(since)s)
+  and (%(until)s::pg_catalog.timestamptz is null or created_at < %(until)s)
+  and (%(worker)s::pg_catalog.text is null or worker_id = %(worker)s)
+  and (%(error)s::pg_catalog.text is null
+       or pg_catalog.strpos(pg_catalog.lower(last_error), pg_catalog.lower(%(error)s)) > 0)
+  and (%(payload)s::pg_catalog.jsonb is null or payload @> %(payload)s)
+  and (%(after_at)s::pg_catalog.timestamptz is null or (created_at, id) > (%(after_at)s, %(after_id)s))
+order by created_at, id
+limit %(limit)s
+
+-- name: dash_ids_count
+select pg_catalog.count(*) as n from {{ s }}.jobs where id = any(%(ids)s) and status = any(%(states)s)
+
+-- name: dash_retry_jobs
+select {{ s }}.retry_jobs(%(ids)s) as n
+
+-- name: dash_cancel_jobs
+select {{ s }}.cancel_jobs(%(ids)s) as n
+
+-- name: dash_delete_jobs
+select {{ s }}.delete_jobs(%(ids)s) as n
+
+-- name: dash_types
+select type from {{ s }}.job_types where type <> '*'
+union
+select distinct type from {{ s }}.jobs where status = 'pending'
+order by 1
+
+-- name: dash_audit_start
+insert into {{ s }}.audit_log (actor, action, target, matched)
+values (%(actor)s, %(action)s, %(target)s, %(matched)s) returning id
+
+-- name: dash_audit_progress
+update {{ s }}.audit_log set affected = affected + %(n)s where id = %(id)s
+
+-- name: dash_audit_finish
+update {{ s }}.audit_log set finished_at = pg_catalog.now(), error = %(error)s where id = %(id)s
+
+-- name: dash_audit_get
+select id, at, actor, action, target, matched, affected, finished_at, error
+from {{ s }}.audit_log where id = %(id)s
+
+-- name: dash_audit_recent
+select id, at, actor, action, target, matched, affected, finished_at, error
+from {{ s }}.audit_log order by at desc limit %(limit)s
+
+-- name: dash_cron_launcher
+select exists (select 1 from pg_catalog.pg_stat_activity where backend_type = 'pg_cron launcher') as running
+
+-- name: dash_ratelimits
+-- Each bucket with its tokens now (refilled at rate per second up to burst, as take_tokens does),
+-- the types that take from it, and their snoozed attempts in the last hour.
+select r.key, r.rate, r.burst,
+       least(r.burst::pg_catalog.float8,
+             r.tokens + r.rate * extract(epoch from pg_catalog.clock_timestamp() - r.updated_at)::pg_catalog.float8)
+           as tokens,
+       r.updated_at,
+       coalesce((select pg_catalog.array_agg(t.type order by t.type) from {{ s }}.job_types t
+                 where t.rate_limit = r.key), '{}'::pg_catalog.text[]) as types
+from {{ s }}.rate_limits r order by r.key
+
+-- name: dash_snoozes
+-- Snoozed attempts (rate limits, 429 Retry-After) of the last hour per type.
+select j.type, pg_catalog.count(*) as snoozed_1h, pg_catalog.max(a.finished_at) as last_at
+from {{ s }}.job_attempts a join {{ s }}.jobs j on j.id = a.job_id
+where a.finished_at > pg_catalog.now() - interval '1 hour' and a.outcome = 'snoozed'
+group by j.type order by j.type
+
+-- name: dash_audit_schedule
+insert into {{ s }}.audit_log (actor, action, target, matched, affected, finished_at)
+values (%(actor)s, %(action)s, pg_catalog.jsonb_build_object('schedule', %(name)s::pg_catalog.text), 1, 1,
+        pg_catalog.now())

@@ -1,0 +1,357 @@
+"""The dashboard over HTTP (Starlette's TestClient against a real seeded database): every page,
+auth and CSRF, read-only, actions by id and by filter with their audit rows, keyset pagination,
+payload search, and that no GET changes anything. The real-browser run is tests/browser."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import jwt
+import pytest
+from click.testing import CliRunner
+from dashboard_seed import seed
+from jobkit.cli import cli
+from jobkit.config import Settings
+from jobkit.connector import Database
+from jobkit.dashboard import AuthConfig, Dashboard
+from jobkit.dashboard.serve import DashboardOptions, check
+from jobkit.exceptions import ConfigError
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.schema.deploy import DeployOptions, deploy
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.testclient import TestClient
+
+TOKEN = "t0ken-for-the-dashboard-tests"
+JWT_SECRET = "super-secret-jwt-key-of-the-supabase-project"
+PAGES = ["/", "/fragments/overview", "/jobs", "/schedules", "/ratelimits", "/actions",
+         "/jobs?status=dead", "/jobs?payload=%7B%22user_id%22%3A3%7D", "/?window=1d&type=send_email"]
+HTML = {"accept": "text/html"}
+
+
+@pytest.fixture
+def seeded(db_url: str) -> str:
+    deploy(Database(db_url), Settings(db_url=db_url), DeployOptions(), echo=lambda _m: None)
+    seed(db_url, per_state=20)
+    return db_url
+
+
+@pytest.fixture
+def open_client(seeded: str) -> Iterator[TestClient]:
+    yield from _client(seeded)
+
+
+@pytest.fixture
+def token_client(seeded: str) -> Iterator[TestClient]:
+    yield from _client(seeded, auth=AuthConfig(token=TOKEN))
+
+
+def _client(url: str, base: str = "http://127.0.0.1", **options: Any) -> Iterator[TestClient]:
+    dashboard = Dashboard(url, Settings(db_url=url), **options)
+    with TestClient(dashboard.app, base_url=base, follow_redirects=False) as client:
+        yield client
+    dashboard.close()
+
+
+def csrf(client: TestClient, path: str = "/jobs") -> str:
+    page = client.get(path, headers=HTML)
+    found = re.search(r'name="csrf-token" content="([^"]+)"', page.text)
+    assert found, page.text[:500]
+    return found.group(1)
+
+
+def counts(url: str) -> dict[str, int]:
+    with Database(url).session() as s:
+        return {r["status"]: int(r["n"]) for r in
+                s.all("select status, count(*) as n from jobkit.jobs group by status")}
+
+
+def fingerprint(url: str) -> str:
+    """Everything an action could change: jobs, attempts, the audit log, cron jobs' active flags."""
+    with Database(url).session() as s:
+        parts = [s.scalar(f"select md5(coalesce(string_agg(t::text, ',' order by t::text), '')) from {table} t")
+                 for table in ("jobkit.jobs", "jobkit.job_attempts", "jobkit.audit_log", "jobkit.rate_limits")]
+    with Database(url).with_dbname("postgres").session() as s:
+        parts.append(str(s.all("select jobid, active from cron.job order by jobid")))
+    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()
+
+
+def wait_finished(url: str, audit_id: int, timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        with Database(url).session() as s:
+            row = s.one("select * from jobkit.audit_log where id = %s", (audit_id,))
+        if row and row["finished_at"] is not None:
+            return row
+        assert time.monotonic() < deadline, f"action {audit_id} did not finish"
+        time.sleep(0.05)
+
+
+def act(client: TestClient, token: str, **form: Any) -> int:
+    """Confirm, then run an action; returns its audit id."""
+    confirm = client.post("/actions/confirm", data={"csrf": token, **form})
+    assert confirm.status_code == 200, confirm.text
+    matched = re.search(r'name="matched" value="(\d+)"', confirm.text)
+    assert matched, confirm.text
+    run = client.post("/actions/run", data={"csrf": token, "matched": matched.group(1), **form})
+    assert run.status_code == 303
+    return int(run.headers["location"].rsplit("/", 1)[1])
+
+
+# ---- pages ------------------------------------------------------------------------------------
+
+def test_every_page_renders_with_security_headers(open_client: TestClient, seeded: str) -> None:
+    for path in PAGES + ["/static/htmx.min.js", "/static/dashboard.css"]:
+        response = open_client.get(path, headers=HTML)
+        assert response.status_code == 200, (path, response.text[:300])
+        assert "script-src 'self'" in response.headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+        assert response.headers["x-frame-options"] == "DENY"
+    overview = open_client.get("/", headers=HTML).text
+    for job_type in ("send_email", "resize_image", "sync_crm"):
+        assert job_type in overview
+    job_id = seed_ids(seeded, "dead")[0]
+    detail = open_client.get(f"/jobs/{job_id}", headers=HTML)
+    assert detail.status_code == 200 and "ConnectionRefusedError" in detail.text
+    assert open_client.get("/jobs/8d5b0a3c-0000-4000-8000-000000000000", headers=HTML).status_code == 404
+    assert open_client.get("/jobs/not-a-uuid", headers=HTML).status_code == 400
+
+
+def seed_ids(url: str, status: str) -> list[str]:
+    with Database(url).session() as s:
+        return [str(r["id"]) for r in s.all("select id from jobkit.jobs where status = %s order by id", (status,))]
+
+
+def test_no_get_changes_anything(open_client: TestClient, seeded: str) -> None:
+    before = fingerprint(seeded)
+    job_id = seed_ids(seeded, "dead")[0]
+    for path in PAGES + [f"/jobs/{job_id}", "/actions/1", "/actions/1/progress",
+                         "/actions/confirm?verb=delete&scope=filter", "/actions/run?verb=delete&scope=filter",
+                         "/schedules/active?name=sweep&active=false", "/logout", "/login"]:
+        open_client.get(path, headers=HTML)
+    assert fingerprint(seeded) == before
+
+
+def test_payload_filter_and_keyset_pages(open_client: TestClient, seeded: str) -> None:
+    page = open_client.get("/jobs", params={"payload": '{"user_id": 3}'}, headers=HTML).text
+    ids = set(re.findall(r'href="/jobs/([0-9a-f-]{36})"', page))
+    with Database(seeded).session() as s:
+        want = {str(r["id"]) for r in s.all("select id from jobkit.jobs where payload @> '{\"user_id\": 3}'")}
+    assert ids == want and len(want) == 7  # one per state of the first type
+    bad = open_client.get("/jobs", params={"payload": "{user_id: 3"}, headers=HTML)
+    assert bad.status_code == 400 and "not JSON" in bad.text and "hint" in bad.text
+    # walk every page of one type: each job exactly once, in created_at desc order
+    seen: list[str] = []
+    url = "/jobs?type=sync_crm"
+    while url:
+        text = open_client.get(url, headers=HTML).text
+        seen += re.findall(r'href="/jobs/([0-9a-f-]{36})"', text)
+        older = re.search(r'id="older" href="([^"]+)"', text)
+        url = older.group(1).replace("&amp;", "&") if older else ""
+    with Database(seeded).session() as s:
+        want_order = [str(r["id"]) for r in s.all(
+            "select id from jobkit.jobs where type = 'sync_crm' order by created_at desc, id desc")]
+    assert seen == want_order and len(seen) == 140
+
+
+# ---- actions -----------------------------------------------------------------------------------
+
+def test_retry_every_dead_job_matching_a_filter(open_client: TestClient, seeded: str) -> None:
+    before = counts(seeded)
+    token = csrf(open_client)
+    audit_id = act(open_client, token, verb="retry", scope="filter", type="send_email", status="dead")
+    row = wait_finished(seeded, audit_id)
+    after = counts(seeded)
+    assert row["matched"] == 20 and row["affected"] == 20 and row["error"] is None
+    assert row["actor"].startswith("local@") and row["target"] == {"filter": {"type": "send_email", "status": "dead"}}
+    assert after["dead"] == before["dead"] - 20 and after["pending"] == before["pending"] + 20
+    progress = open_client.get(f"/actions/{audit_id}/progress", headers=HTML).text
+    assert 'id="done"' in progress and "hx-trigger" not in progress  # finished: polling stops
+
+
+def test_bulk_action_runs_in_batches(seeded: str) -> None:
+    from jobkit.connector import SessionPool
+    from jobkit.dashboard import actions
+    from jobkit.dashboard.filters import JobFilter
+
+    pending = counts(seeded)["pending"]
+    pool = SessionPool(seeded)
+    pool.open()
+    try:
+        action = actions.Action("cancel", None, JobFilter(status="pending"))
+        with pool.session() as s:
+            n = actions.count(s, "jobkit", action)
+            audit_id = actions.start(s, "jobkit", action, "test", n)
+        actions.run(pool, "jobkit", audit_id, action, batch=7)  # 7 does not divide the count
+    finally:
+        pool.close()
+    row = wait_finished(seeded, audit_id)
+    assert n == pending and row["affected"] == n and counts(seeded).get("pending", 0) == 0
+
+
+def test_cancel_and_delete_selected_jobs(open_client: TestClient, seeded: str) -> None:
+    token = csrf(open_client)
+    pending = seed_ids(seeded, "pending")[:3]
+    wait_finished(seeded, act(open_client, token, verb="cancel", scope="ids", ids=pending))
+    with Database(seeded).session() as s:
+        assert {r["status"] for r in s.all("select status from jobkit.jobs where id = any(%s::uuid[])",
+                                            (pending,))} == {"cancelled"}
+    running = seed_ids(seeded, "processing")[:1]
+    row = wait_finished(seeded, act(open_client, token, verb="delete", scope="ids", ids=pending + running))
+    assert row["matched"] == 3 and row["affected"] == 3  # the running job is left alone
+    with Database(seeded).session() as s:
+        assert s.scalar("select count(*) from jobkit.jobs where id = any(%s::uuid[])", (pending,)) == 0
+        assert s.scalar("select count(*) from jobkit.job_attempts where job_id = any(%s::uuid[])", (pending,)) == 0
+        assert s.scalar("select status from jobkit.jobs where id = %s", (running[0],)) == "processing"
+
+
+def test_retry_skips_a_job_whose_key_is_taken(open_client: TestClient, seeded: str) -> None:
+    with Database(seeded).session() as s:
+        life = Lifecycle(s)
+        old = life.enqueue(NewJob("keyed", {}, idempotency_key="k1"))
+        life.cancel(old)
+        newer = life.enqueue(NewJob("keyed", {}, idempotency_key="k1"))
+        other = life.enqueue(NewJob("keyed", {}, idempotency_key="k2"))
+        life.cancel(other)
+    row = wait_finished(seeded, act(open_client, csrf(open_client), verb="retry", scope="filter", type="keyed"))
+    assert row["matched"] == 2 and row["affected"] == 1 and row["error"] is None
+    with Database(seeded).session() as s:
+        got = {r["id"]: r["status"] for r in s.all("select id, status from jobkit.jobs where type = 'keyed'")}
+    assert got == {old: "cancelled", newer: "pending", other: "pending"}
+
+
+def test_schedule_pause_and_resume_are_audited(open_client: TestClient, seeded: str) -> None:
+    token = csrf(open_client, "/schedules")
+    page = open_client.get("/schedules", headers=HTML).text
+    name = re.search(r'name="name" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    assert open_client.post("/schedules/active", data={"csrf": token, "name": name, "active": "false"}).status_code == 303
+    assert "paused" in open_client.get("/schedules", headers=HTML).text
+    open_client.post("/schedules/active", data={"csrf": token, "name": name, "active": "true"})
+    with Database(seeded).session() as s:
+        rows = s.all("select action, target from jobkit.audit_log order by id")
+    assert [r["action"] for r in rows] == ["pause_schedule", "resume_schedule"]
+    assert rows[0]["target"] == {"schedule": name}
+
+
+# ---- security ----------------------------------------------------------------------------------
+
+def test_token_auth_and_csrf(token_client: TestClient, seeded: str) -> None:
+    assert token_client.get("/jobs", headers=HTML).status_code == 303  # to the login page
+    assert token_client.get("/jobs").status_code == 401
+    assert token_client.post("/actions/run", data={"verb": "delete", "scope": "filter"}).status_code == 401
+    assert token_client.post("/login", data={"credential": "wrong"}).status_code == 401
+    signed_in = token_client.post("/login", data={"credential": TOKEN, "next": "/jobs"})
+    assert signed_in.status_code == 303 and signed_in.headers["location"] == "/jobs"
+    assert "httponly" in signed_in.headers["set-cookie"].lower()
+    assert "samesite=strict" in signed_in.headers["set-cookie"].lower()
+    before = fingerprint(seeded)
+    form = {"verb": "delete", "scope": "filter", "matched": "1"}
+    assert token_client.post("/actions/run", data=form).status_code == 403  # no CSRF token
+    assert token_client.post("/actions/run", data={**form, "csrf": "forged"}).status_code == 403
+    assert token_client.post("/login", data={"credential": TOKEN, "next": "//evil.example/x"}
+                             ).headers["location"] == "/"  # no open redirect
+    assert fingerprint(seeded) == before
+    bearer = {"authorization": f"Bearer {TOKEN}", **HTML}
+    token_client.cookies.clear()
+    assert token_client.get("/jobs", headers=bearer).status_code == 200
+
+
+def test_supabase_jwt_with_the_configured_claim(seeded: str) -> None:
+    def token(claims: dict[str, Any], secret: str = JWT_SECRET) -> str:
+        return jwt.encode({"exp": int(time.time()) + 600, **claims}, secret, algorithm="HS256")
+
+    for client in _client(seeded, auth=AuthConfig(jwt_secret=JWT_SECRET, jwt_claim="app_metadata.jobkit=admin")):
+        ok = {"authorization": "Bearer " + token({"sub": "u1", "email": "ops@example.org",
+                                                  "app_metadata": {"jobkit": "admin"}}), **HTML}
+        assert client.get("/jobs", headers=ok).status_code == 200
+        for bad in (token({"role": "service_role"}), token({"app_metadata": {"jobkit": "viewer"}}),
+                    token({"app_metadata": {"jobkit": "admin"}}, secret="another-secret-entirely-xx"),
+                    jwt.encode({"exp": int(time.time()) - 10, "app_metadata": {"jobkit": "admin"}},
+                               JWT_SECRET, algorithm="HS256")):
+            assert client.get("/jobs", headers={"authorization": f"Bearer {bad}"}).status_code == 401
+        assert client.post("/login", data={"credential": token({"email": "ops@example.org",
+                                                                "app_metadata": {"jobkit": "admin"}})}
+                           ).status_code == 303
+        wait_finished(seeded, act(client, csrf(client), verb="cancel", scope="ids",
+                                  ids=seed_ids(seeded, "pending")[:1]))
+        with Database(seeded).session() as s:
+            assert s.scalar("select actor from jobkit.audit_log") .startswith("jwt:ops@example.org@")
+
+
+def test_refuses_to_start_exposed_without_auth(seeded: str) -> None:
+    with pytest.raises(ConfigError, match="without authentication"):
+        check(DashboardOptions(host="0.0.0.0"))
+    check(DashboardOptions(host="0.0.0.0", token=TOKEN))
+    check(DashboardOptions(host="::1"))
+    with pytest.raises(ConfigError, match="shorter than 16"):
+        check(DashboardOptions(host="0.0.0.0", token="short"))
+    result = CliRunner().invoke(cli, ["dashboard", "--host", "0.0.0.0", "--db-url", seeded])
+    assert result.exit_code != 0 and "refusing to serve the dashboard on 0.0.0.0" in result.output
+
+
+def test_without_auth_only_loopback_host_names(seeded: str) -> None:
+    for client in _client(seeded, base="http://rebound.example.com"):
+        assert client.get("/jobs", headers=HTML).status_code == 421
+
+
+def test_read_only_mode(seeded: str) -> None:
+    for client in _client(seeded, read_only=True):
+        page = client.get("/jobs", headers=HTML).text
+        assert "/actions/confirm" not in page and "Pause" not in client.get("/schedules", headers=HTML).text
+        before = fingerprint(seeded)
+        token = csrf(client)
+        assert client.post("/actions/run", data={"csrf": token, "verb": "delete", "scope": "filter"}
+                           ).status_code == 403
+        assert fingerprint(seeded) == before
+
+
+def test_no_secret_in_any_page(open_client: TestClient, seeded: str) -> None:
+    from jobkit.cron.secrets import set_secrets
+
+    secret = "whsec-do-not-show-this-anywhere-0123456789"
+    set_secrets(Database(seeded), Settings(db_url=seeded), url="http://worker.internal/run", secret=secret)
+    for path in PAGES:
+        assert secret not in open_client.get(path, headers=HTML).text
+
+
+def test_mounted_inside_another_app(seeded: str) -> None:
+    dashboard = Dashboard(seeded, Settings(db_url=seeded), auth=AuthConfig(token=TOKEN))
+    outer = Starlette(routes=[Mount("/ops/jobs", app=dashboard.app)])
+    with TestClient(outer, base_url="http://127.0.0.1", follow_redirects=False) as client:
+        assert client.get("/ops/jobs/jobs?type=x", headers=HTML).headers["location"] == \
+            "/ops/jobs/login?next=/jobs%3Ftype%3Dx"
+        signed_in = client.post("/ops/jobs/login", data={"credential": TOKEN, "next": "/jobs"})
+        assert signed_in.headers["location"] == "/ops/jobs/jobs"
+        page = client.get("/ops/jobs/jobs", headers=HTML).text
+        assert 'href="/ops/jobs/static/htmx.min.js"' not in page  # scripts are src=, links below
+        assert 'src="/ops/jobs/static/htmx.min.js"' in page and 'href="/ops/jobs/schedules"' in page
+        assert client.get("/ops/jobs/static/dashboard.js").status_code == 200
+    dashboard.close()
+
+
+def test_late_schedules_are_flagged() -> None:
+    from datetime import UTC, datetime
+
+    from jobkit.cron.schedules import ScheduleRow
+    from jobkit.dashboard.data import _late
+
+    now = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+    def row(schedule: str, last: timedelta | None, active: bool = True) -> ScheduleRow:
+        return ScheduleRow("s", schedule, "t", active, "config", None if last is None else now - last, None, None)
+
+    assert not _late(row("* * * * *", timedelta(seconds=50)), now)
+    assert _late(row("* * * * *", timedelta(minutes=10)), now)
+    assert not _late(row("* * * * *", timedelta(minutes=10), active=False), now)
+    assert not _late(row("0 3 * * *", timedelta(hours=9)), now)  # ran at 03:00 today
+    assert _late(row("0 3 * * *", timedelta(hours=20)), now)  # ran yesterday afternoon, missed 03:00
+    assert _late(row("0 3 * * *", timedelta(days=2)), now)
+    assert _late(row("30 seconds", timedelta(minutes=5)), now)
+    assert not _late(row("30 seconds", timedelta(seconds=20)), now)
+    assert not _late(row("* * * * *", None), now)  # never ran: not called late (no creation time)

@@ -1,0 +1,394 @@
+"""The dashboard's web app: Starlette routes over data.py and actions.py, pages rendered on the
+server with jinja2, a little htmx for live parts and uPlot for the charts (both vendored in
+static/ with their licenses: no CDN, so it works offline under a strict Content-Security-Policy).
+
+Every route goes through :meth:`Dashboard._route`: the Host check, authentication, then for POST
+the read-only switch and the CSRF token. GET never changes anything (tests/browser and
+tests/integration/test_dashboard.py check the database before and after every page).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import quote
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .. import __version__
+from ..config import Settings
+from ..connector import Database, SessionPool
+from ..cron.pg_cron import CronJobs
+from ..exceptions import ConnectionFailed, JobkitError, NotFound
+from ..queries import queries
+from . import actions, data
+from .auth import COOKIE, SESSION_SECONDS, AuthConfig, Guard, Identity, Refused, is_loopback
+from .filters import JobFilter, parse_ids
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+]
+WINDOWS = {"1h": timedelta(hours=1), "1d": timedelta(days=1)}
+
+
+@dataclass
+class Call:
+    """One request as a page handler sees it (read in the event loop, handled in a thread)."""
+
+    request: Request
+    identity: Identity
+    form: dict[str, list[str]] = field(default_factory=dict)
+
+    def arg(self, name: str) -> str:
+        values = self.form.get(name)
+        return values[0] if values else str(self.request.query_params.get(name, ""))
+
+    def values(self) -> dict[str, str]:
+        found = {k: v for k, v in self.request.query_params.items()}
+        found.update({k: v[0] for k, v in self.form.items() if v})
+        return found
+
+
+Handler = Callable[[Call], Response]
+
+
+class Dashboard:
+    """The dashboard for one database. ``app`` is the ASGI app: serve it (``jobkit dashboard``) or
+    mount it inside another Starlette app (``Mount("/jobkit", dashboard.app)``)."""
+
+    def __init__(self, url: str, settings: Settings, *, auth: AuthConfig | None = None,
+                 read_only: bool = False, pool_size: int = 4) -> None:
+        self.settings, self.schema = settings, settings.schema
+        self.pool = SessionPool(url, size=pool_size)
+        self.db = Database(url, application_name="jobkit dashboard")
+        self.guard = Guard(auth or AuthConfig())
+        self.read_only = read_only
+        self.templates = Environment(loader=PackageLoader("jobkit.dashboard", "templates"),
+                                     autoescape=select_autoescape(default=True))
+        self.templates.filters["duration"] = _duration
+        self.templates.filters["when"] = _when
+        self.executor = ThreadPoolExecutor(2, thread_name_prefix="jobkit-dashboard-action")
+        self._opened = False
+        self._cron_jobs: CronJobs | None = None
+        self._lock = threading.Lock()
+        self.app: ASGIApp = SecurityHeaders(Starlette(routes=self._routes()))
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True)
+        if self._opened:
+            self.pool.close()
+
+    # ---- routing -------------------------------------------------------------------------------
+    def _routes(self) -> list[Route | Mount]:
+        get, post = ["GET"], ["POST"]
+        return [
+            Route("/", self._route(self.overview), methods=get),
+            Route("/fragments/overview", self._route(self.overview_fragment), methods=get),
+            Route("/jobs", self._route(self.jobs), methods=get),
+            Route("/jobs/{id}", self._route(self.job), methods=get),
+            Route("/actions", self._route(self.audit), methods=get),
+            Route("/actions/confirm", self._route(self.confirm, post=True), methods=post),
+            Route("/actions/run", self._route(self.run_action, post=True), methods=post),
+            Route("/actions/{id:int}", self._route(self.action), methods=get),
+            Route("/actions/{id:int}/progress", self._route(self.action_progress), methods=get),
+            Route("/schedules", self._route(self.schedules), methods=get),
+            Route("/schedules/active", self._route(self.schedule_active, post=True), methods=post),
+            Route("/ratelimits", self._route(self.ratelimits), methods=get),
+            Route("/login", self._open(self.login_page), methods=get),
+            Route("/login", self._open(self.login), methods=post),
+            Route("/logout", self._route(self.logout, post=True), methods=post),
+            Mount("/static", StaticFiles(packages=[("jobkit.dashboard", "static")]), name="static"),
+        ]
+
+    def _route(self, handler: Handler, *, post: bool = False) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            if refused := self._host_refused(request):
+                return refused
+            identity = self.guard.identify(request.headers.get("authorization"), request.cookies.get(COOKIE))
+            if identity is None:
+                return self._unauthenticated(request)
+            call = Call(request, identity, await _form(request) if post else {})
+            if post and self.read_only:
+                return PlainTextResponse("read-only dashboard: actions are off", status_code=403)
+            if post and not self.guard.csrf_ok(identity, call.arg("csrf")):
+                return PlainTextResponse("missing or wrong CSRF token: reload the page and try again",
+                                         status_code=403)
+            return await run_in_threadpool(self._handle, handler, call)
+        return endpoint
+
+    def _open(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        """A route that needs no session (the login page)."""
+        async def endpoint(request: Request) -> Response:
+            if refused := self._host_refused(request):
+                return refused
+            form = await _form(request) if request.method == "POST" else {}
+            return await run_in_threadpool(self._handle, handler, Call(request, Identity("", ""), form))
+        return endpoint
+
+    def _handle(self, handler: Handler, call: Call) -> Response:
+        self._ensure_open()
+        try:
+            return handler(call)
+        except NotFound as exc:
+            return self._error(call, exc, 404)
+        except ConnectionFailed as exc:
+            return self._error(call, exc, 503)
+        except JobkitError as exc:
+            return self._error(call, exc, 400)
+
+    def open(self) -> None:
+        """Open the connection pool (else the first request does)."""
+        self._ensure_open()
+
+    def _ensure_open(self) -> None:
+        with self._lock:
+            if not self._opened:
+                self.pool.open()
+                self._opened = True
+
+    def _host_refused(self, request: Request) -> Response | None:
+        """Without authentication only loopback Host names are served (no DNS rebinding)."""
+        if self.guard.required or is_loopback(request.url.hostname or ""):
+            return None
+        return PlainTextResponse("this dashboard answers loopback host names only", status_code=421)
+
+    def _unauthenticated(self, request: Request) -> Response:
+        if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
+            base = _base(request)
+            path = request.url.path[len(base):] if request.url.path.startswith(base) else request.url.path
+            target = path + (f"?{request.url.query}" if request.url.query else "")
+            return RedirectResponse(f"{_base(request)}/login?next={quote(target)}", status_code=303)
+        return PlainTextResponse("authentication required: sign in at /login or send "
+                                 "Authorization: Bearer <token>", status_code=401,
+                                 headers={"www-authenticate": "Bearer"})
+
+    # ---- rendering -----------------------------------------------------------------------------
+    def render(self, call: Call, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        page = self.templates.get_template(template).render(
+            base=_base(call.request), csrf=self.guard.csrf_token(call.identity), identity=call.identity,
+            read_only=self.read_only, auth=self.guard.required, version=__version__,
+            schema=self.schema, path=call.request.url.path, **context)
+        return HTMLResponse(page, status_code=status)
+
+    def _error(self, call: Call, exc: JobkitError, status: int) -> Response:
+        return self.render(call, "error.html", status=status, message=exc.message, hint=exc.hint)
+
+    # ---- pages ---------------------------------------------------------------------------------
+    def overview(self, call: Call) -> Response:
+        window = call.arg("window") if call.arg("window") in WINDOWS else "1h"
+        chart_type = call.arg("type") or None
+        with self.pool.session() as s:
+            view = data.overview(s, self.schema)
+            series = data.series(s, self.schema, WINDOWS[window], chart_type)
+            types = data.job_types(s, self.schema)
+            schedules = self._schedule_views()
+            running = data.scheduler_running(s, self.schema)
+        return self.render(call, "overview.html", view=view, series=series, window=window,
+                           chart_type=chart_type or "", types=types, schedules=schedules,
+                           scheduler_running=running)
+
+    def overview_fragment(self, call: Call) -> Response:
+        with self.pool.session() as s:
+            view = data.overview(s, self.schema)
+        return self.render(call, "_overview_table.html", view=view)
+
+    def jobs(self, call: Call) -> Response:
+        flt = JobFilter.parse(call.values())
+        with self.pool.session() as s:
+            page = data.jobs_page(s, self.schema, flt, call.arg("cursor") or None)
+            types = data.job_types(s, self.schema)
+        return self.render(call, "jobs.html", page=page, flt=flt, types=types,
+                           request_cursor=call.arg("cursor"))
+
+    def job(self, call: Call) -> Response:
+        job_id = parse_ids([call.request.path_params["id"]])[0]
+        with self.pool.session() as s:
+            found = data.job_detail(s, self.schema, job_id)
+        if found is None:
+            raise NotFound(f"no job {job_id}", hint="it may have been pruned or deleted; see the jobs page")
+        job, history = found
+        return self.render(call, "job.html", job=job, history=history, states=_allowed(job.status.value))
+
+    def confirm(self, call: Call) -> Response:
+        action = self._action(call)
+        with self.pool.session() as s:
+            n = actions.count(s, self.schema, action)
+        return self.render(call, "confirm.html", action=action, n=n, flt=action.filter,
+                           target=actions.describe(action.target()))
+
+    def run_action(self, call: Call) -> Response:
+        action = self._action(call)
+        matched = int(call.arg("matched") or 0)
+        with self.pool.session() as s:
+            audit_id = actions.start(s, self.schema, action, self._actor(call), matched)
+        self.executor.submit(actions.run, self.pool, self.schema, audit_id, action)
+        return RedirectResponse(f"{_base(call.request)}/actions/{audit_id}", status_code=303)
+
+    def action(self, call: Call) -> Response:
+        return self.render(call, "action.html", row=self._progress(call))
+
+    def action_progress(self, call: Call) -> Response:
+        return self.render(call, "_progress.html", row=self._progress(call))
+
+    def audit(self, call: Call) -> Response:
+        with self.pool.session() as s:
+            rows = data.audit_recent(s, self.schema)
+        for row in rows:
+            row["target_text"] = actions.describe(row["target"])
+        return self.render(call, "audit.html", rows=rows)
+
+    def schedules(self, call: Call) -> Response:
+        with self.pool.session() as s:
+            views = self._schedule_views()
+            running = data.scheduler_running(s, self.schema)
+        return self.render(call, "schedules.html", schedules=views, scheduler_running=running)
+
+    def schedule_active(self, call: Call) -> Response:
+        name, active = call.arg("name"), call.arg("active") == "true"
+        cron = self._cron()
+        job = cron.find(name)
+        if job is None:
+            raise NotFound(f"no schedule {name!r}", hint="see the schedules page")
+        cron.set_active(job, active)
+        with self.pool.session() as s:
+            verb = "resume_schedule" if active else "pause_schedule"
+            s.execute(queries(self.schema)["dash_audit_schedule"],
+                      {"actor": self._actor(call), "action": verb, "name": name})
+        return RedirectResponse(f"{_base(call.request)}/schedules", status_code=303)
+
+    def ratelimits(self, call: Call) -> Response:
+        with self.pool.session() as s:
+            buckets, snoozes = data.ratelimits(s, self.schema)
+        return self.render(call, "ratelimits.html", buckets=buckets, snoozes=snoozes)
+
+    def login_page(self, call: Call) -> Response:
+        if not self.guard.required:
+            return RedirectResponse(f"{_base(call.request)}/", status_code=303)
+        return self.render(call, "login.html", next=_safe_next(call.arg("next")), failed=False,
+                           mode=self.guard.config.mode)
+
+    def login(self, call: Call) -> Response:
+        try:
+            identity, cookie = self.guard.login(call.arg("credential"))
+        except Refused:
+            return self.render(call, "login.html", status=401, next=_safe_next(call.arg("next")),
+                               failed=True, mode=self.guard.config.mode)
+        response = RedirectResponse(f"{_base(call.request)}{_safe_next(call.arg('next'))}", status_code=303)
+        response.set_cookie(COOKIE, cookie, max_age=SESSION_SECONDS, httponly=True, samesite="strict",
+                            secure=call.request.url.scheme == "https", path=_base(call.request) or "/")
+        return response
+
+    def logout(self, call: Call) -> Response:
+        response = RedirectResponse(f"{_base(call.request)}/login", status_code=303)
+        response.delete_cookie(COOKIE, path=_base(call.request) or "/")
+        return response
+
+    # ---- helpers -------------------------------------------------------------------------------
+    def _action(self, call: Call) -> actions.Action:
+        verb = call.arg("verb")
+        if call.arg("scope") == "filter":
+            return actions.Action(verb, None, JobFilter.parse(call.values()))
+        return actions.Action(verb, tuple(parse_ids(call.form.get("ids", []))))
+
+    def _progress(self, call: Call) -> dict[str, Any]:
+        audit_id = int(call.request.path_params["id"])
+        with self.pool.session() as s:
+            row = actions.progress(s, self.schema, audit_id)
+        if row is None:
+            raise NotFound(f"no action {audit_id}", hint="see the actions page")
+        return row
+
+    def _schedule_views(self) -> list[data.ScheduleView]:
+        return data.schedules(self.db, self.settings, self._cron())
+
+    def _cron(self) -> CronJobs:
+        """pg_cron's side (it may live in another database of the server), found once."""
+        with self._lock:
+            if self._cron_jobs is None:
+                self._cron_jobs = CronJobs(self.db, self.settings)
+            return self._cron_jobs
+
+    def _actor(self, call: Call) -> str:
+        client = call.request.client.host if call.request.client else "?"
+        return f"{call.identity.actor}@{client}"
+
+
+class SecurityHeaders:
+    """Adds the CSP, X-Frame-Options and friends to every response, static files included."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.inner = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        await self.inner(scope, receive, sending if scope["type"] == "http" else send)
+
+
+def create_dashboard(url: str, settings: Settings, **options: Any) -> Dashboard:
+    """A :class:`Dashboard`; options as its constructor."""
+    return Dashboard(url, settings, **options)
+
+
+async def _form(request: Request) -> dict[str, list[str]]:
+    form = await request.form()
+    found: dict[str, list[str]] = {}
+    for key, value in form.multi_items():
+        if isinstance(value, str):
+            found.setdefault(key, []).append(value)
+    return found
+
+
+def _base(request: Request) -> str:
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def _safe_next(target: str) -> str:
+    """Only a path of this site (no //host, no scheme): no open redirect after login."""
+    return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/"
+
+
+def _allowed(status: str) -> list[str]:
+    from .filters import ACTION_STATES
+
+    return [verb for verb, states in ACTION_STATES.items() if status in states]
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _when(value: Any) -> str:
+    """Times as the CLI prints them: ISO 8601 in UTC, to the second."""
+    if not isinstance(value, datetime):
+        return "-"
+    return value.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+

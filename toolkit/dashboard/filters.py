@@ -1,0 +1,103 @@
+"""The jobs page's filter: parsed from a query string or form, checked, turned into query parameters.
+
+A filter is plain data (it is stored in the audit log as JSON), so "every job matching the filter"
+means the same thing on the page, in the confirmation count and in every batch of the action.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from ..connector import json_param
+from ..exceptions import ConfigError
+from ..jobs import Status
+
+FIELDS = ("type", "status", "since", "until", "worker", "error", "payload")
+
+#: The states each action applies to (the SQL functions check them again, row by row).
+ACTION_STATES: dict[str, tuple[str, ...]] = {
+    "retry": ("failed", "dead", "cancelled"),
+    "cancel": ("pending", "processing"),
+    "delete": ("pending", "completed", "failed", "dead", "cancelled"),
+}
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """What the jobs page shows; empty fields do not filter."""
+
+    type: str = ""
+    status: str = ""
+    since: str = ""  # ISO 8601, on created_at
+    until: str = ""
+    worker: str = ""
+    error: str = ""  # a substring of the last error, any case
+    payload: str = ""  # a JSON object the payload contains
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any]) -> JobFilter:
+        found = cls(**{name: str(values.get(name) or "").strip() for name in FIELDS})
+        found.params()  # raises on bad input before anything runs
+        return found
+
+    @property
+    def empty(self) -> bool:
+        return not any(asdict(self).values())
+
+    def as_dict(self) -> dict[str, str]:
+        return {k: v for k, v in asdict(self).items() if v}
+
+    def query_string(self) -> str:
+        from urllib.parse import urlencode
+
+        return urlencode(self.as_dict())
+
+    def params(self) -> dict[str, Any]:
+        """The bound parameters of the dash_jobs_* queries (None = no filter)."""
+        if self.status and self.status not in {s.value for s in Status}:
+            raise ConfigError(f"unknown status {self.status!r}",
+                              hint=f"one of {', '.join(s.value for s in Status)}")
+        return {
+            "type": self.type or None, "status": self.status or None,
+            "since": _time(self.since, "since"), "until": _time(self.until, "until"),
+            "worker": self.worker or None, "error": self.error or None,
+            "payload": _payload(self.payload),
+        }
+
+
+def parse_ids(values: list[str]) -> list[UUID]:
+    try:
+        return [UUID(v) for v in values]
+    except ValueError:
+        raise ConfigError("a selected job id is not a UUID", hint="select jobs from the jobs page") from None
+
+
+def _time(text: str, name: str) -> datetime | None:
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(f"{name}: {text!r} is not a time",
+                          hint="use ISO 8601, e.g. 2026-12-03T09:00 (UTC unless it names an offset)",
+                          ) from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _payload(text: str) -> Any:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"payload filter is not JSON: {exc.msg}",
+                          hint='write a JSON object the payload contains, e.g. {"user_id": 42}') from None
+    if not isinstance(value, dict):
+        raise ConfigError("payload filter must be a JSON object",
+                          hint='e.g. {"user_id": 42} matches payloads that contain it')
+    return json_param(value)

@@ -1,0 +1,54 @@
+"""Serving the dashboard on its own: the start-up checks, then uvicorn."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..config import Settings
+from ..exceptions import ConfigError
+from .app import Dashboard
+from .auth import AuthConfig, is_loopback
+
+
+@dataclass(frozen=True)
+class DashboardOptions:
+    host: str = "127.0.0.1"
+    port: int = 8780
+    read_only: bool = False
+    token: str | None = None
+    jwt_secret: str | None = None
+    jwt_claim: str = "role=service_role"
+
+    def auth(self) -> AuthConfig:
+        return AuthConfig(token=self.token, jwt_secret=self.jwt_secret, jwt_claim=self.jwt_claim)
+
+
+def check(options: DashboardOptions) -> None:
+    """Refuse a non-loopback address without authentication, and a too-short token."""
+    auth = options.auth()
+    if auth.mode == "none" and not is_loopback(options.host):
+        raise ConfigError(
+            f"refusing to serve the dashboard on {options.host} without authentication",
+            hint="set JOBKIT_DASHBOARD_TOKEN (or JOBKIT_DASHBOARD_JWT_SECRET), or keep --host 127.0.0.1")
+    if options.token is not None and len(options.token) < 16:
+        raise ConfigError("JOBKIT_DASHBOARD_TOKEN is shorter than 16 characters",
+                          hint="use a long random token, e.g. `openssl rand -hex 24`")
+    auth.claim()
+
+
+def serve(url: str, settings: Settings, options: DashboardOptions,
+          echo: Callable[[str], None] = print) -> None:
+    import uvicorn
+
+    check(options)
+    dashboard = Dashboard(url, settings, auth=options.auth(), read_only=options.read_only)
+    dashboard.open()  # fail now, with the connection error, not at the first page
+    shown = f"[{options.host}]" if ":" in options.host else options.host
+    echo(f"jobkit dashboard on http://{shown}:{options.port}/ ({options.auth().mode} auth"
+         f"{', read-only' if options.read_only else ''}); Ctrl-C stops it")
+    try:
+        uvicorn.run(dashboard.app, host=options.host, port=options.port, log_level="warning",
+                    access_log=False)
+    finally:
+        dashboard.close()

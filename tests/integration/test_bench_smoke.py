@@ -54,3 +54,14 @@ def test_bench_check_catches_a_double_completion(db_url: str) -> None:
     results = Results(PRESETS["smoke"], [JOBKIT])
     results.add("jobkit", "drain_c4", Sample(1234.0, check))
     assert cell(results, "jobkit", "drain_c4") == "**FAILED**"
+
+
+def test_dashboard_bench_runs_and_uses_indexes(db_url: str) -> None:
+    """bench/dashboard.py at 20,000 jobs: every page query runs, and none reads jobs or
+    job_attempts sequentially (the plans at a million jobs are in docs/BENCHMARKS.md)."""
+    from bench import dashboard
+
+    found = dashboard.run(db_url, 20_000, echo=lambda _m: None)
+    assert len(found) >= 25
+    assert dashboard.ok(found), [(c.query, c.label, m["seq"]) for c, m in found if m["seq"]]
+    assert "| jobs | `dash_jobs_page` |" in dashboard.table(found, 20_000, "test")

@@ -76,7 +76,8 @@ def fingerprint(url: str) -> str:
     """Everything an action could change: jobs, attempts, the audit log, cron jobs' active flags."""
     with Database(url).session() as s:
         parts = [s.scalar(f"select md5(coalesce(string_agg(t::text, ',' order by t::text), '')) from {table} t")
-                 for table in ("jobkit.jobs", "jobkit.job_attempts", "jobkit.audit_log", "jobkit.rate_limits")]
+                 for table in ("jobkit.jobs", "jobkit.job_attempts", "jobkit.audit_log", "jobkit.rate_limits",
+                               "jobkit.wakeups", "jobkit.settings", "jobkit.secrets")]
     with Database(url).with_dbname("postgres").session() as s:
         parts.append(str(s.all("select jobid, active from cron.job order by jobid")))
     return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()

@@ -71,7 +71,7 @@ def overview(session: Session, schema: str) -> Overview:
                     setattr(row, key, value)
 
     for name in ("dash_pending", "dash_processing", "dash_stopped", "dash_finished_recent",
-                 "dash_attempts_recent"):
+                 "dash_attempts_recent", "dash_durations"):
         merge(name)
     wakeups: dict[str, dict[str, int]] = {}
     for r in session.all(q["dash_wakeups"]):

@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
-
 from jobkit.queries import queries
+from psycopg.types.json import Jsonb
 
 from .cluster import BenchCluster
 
@@ -39,7 +38,8 @@ insert into jobkit.jobs (type, payload, status, attempts, max_attempts, last_err
                          started_at, completed_at, created_at, lease_expires_at, worker_id, updated_at)
 select 'type_' || (i %% 5), jsonb_build_object('user_id', i %% 50000, 'order', i),
        s.status,
-       case when s.status in ('pending', 'cancelled') then 0 when s.status in ('failed', 'dead') then 3 else 1 end,
+       case when s.status in ('pending', 'cancelled') then 0
+            when s.status in ('failed', 'dead') then 3 else 1 end,
        null,
        case when s.status in ('failed', 'dead') then 'Traceback (most recent call last):' || chr(10)
             || '  File "app/jobs.py", line 42' || chr(10) || 'TimeoutError: upstream ' || (i %% 97) end,
@@ -181,7 +181,8 @@ def table(found: list[tuple[Case, dict[str, Any]]], n: int, meta: str) -> str:
              f"`python -m bench.dashboard --jobs {n}` ({meta}): each page's named query from",
              "`sql/queries/dashboard.sql`, run as the dashboard runs it (no prepared statements), median of "
              f"{RUNS} runs, with the indexes its plan (EXPLAIN) uses.", "",
-             "| page | query | case | median ms | indexes (EXPLAIN) | seq scans |", "|---|---|---|---:|---|---|"]
+             "| page | query | case | median ms | indexes (EXPLAIN) | seq scans |",
+             "|---|---|---|---:|---|---|"]
     for case, m in found:
         lines.append(f"| {case.page} | `{case.query}` | {case.label} | {m['ms']:.1f} | "
                      f"{', '.join(m['indexes']) or '-'} | {', '.join(m['seq']) or '-'} |")

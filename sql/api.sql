@@ -6,13 +6,17 @@
 create schema if not exists {{ api }};
 revoke all on schema {{ api }} from public;
 
+-- Signatures of earlier jobkit versions (a parameter added: a new signature, the old one dropped).
+drop function if exists {{ api }}.enqueue(text, jsonb, int, timestamptz, int, text, interval);
+
 create or replace function {{ api }}.enqueue(
     p_type text, p_payload jsonb, p_priority int default 0, p_run_at timestamptz default null,
-    p_max_attempts int default null, p_idempotency_key text default null, p_delay interval default null
+    p_max_attempts int default null, p_idempotency_key text default null, p_delay interval default null,
+    p_trace_context jsonb default null
 ) returns uuid language sql volatile set search_path = '' as $$
     select {{ s }}.enqueue(p_type, p_payload, p_priority,
                            coalesce(p_run_at, pg_catalog.now() + coalesce(p_delay, interval '0')),
-                           p_max_attempts, p_idempotency_key)
+                           p_max_attempts, p_idempotency_key, p_trace_context)
 $$;
 
 -- JSON values in arrays arrive as one jsonb array, not jsonb[]: PostgREST reads arguments with
@@ -20,27 +24,31 @@ $$;
 -- (a list payload or result would be mangled or rejected).
 drop function if exists {{ api }}.enqueue_many(text[], jsonb[], int[], timestamptz[], int[], text[]);
 drop function if exists {{ api }}.complete_jobs(uuid[], int[], jsonb[]);
+drop function if exists {{ api }}.enqueue_many(text[], jsonb, int[], timestamptz[], int[], text[]);
 
 create or replace function {{ api }}.enqueue_many(
     p_type text[], p_payload jsonb, p_priority int[] default null, p_run_at timestamptz[] default null,
-    p_max_attempts int[] default null, p_idempotency_key text[] default null
+    p_max_attempts int[] default null, p_idempotency_key text[] default null, p_trace_context jsonb default null
 ) returns table (ord bigint, id uuid) language sql volatile set search_path = '' as $$
     select * from {{ s }}.enqueue_many(
         p_type, array(select e.v from pg_catalog.jsonb_array_elements(p_payload) with ordinality e(v, n)
                       order by e.n),
-        p_priority, p_run_at, p_max_attempts, p_idempotency_key)
+        p_priority, p_run_at, p_max_attempts, p_idempotency_key, p_trace_context)
 $$;
 
 -- Signatures of earlier jobkit versions (a changed return type or argument list needs a drop).
 drop function if exists {{ api }}.claim_jobs(text, int, text, interval, text);
 drop function if exists {{ api }}.fail_jobs(uuid[], int[], text[], interval[], boolean[], int[]);
 drop function if exists {{ api }}.worker_token();
+-- 0004 added trace_context to claim_jobs' result: a changed return type needs a drop (dropped and
+-- created again on every run: the same definition, so deploy sees no change).
+drop function if exists {{ api }}.claim_jobs(text, int, text, interval, text, int);
 
 create or replace function {{ api }}.claim_jobs(
     p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text default null,
     p_max_attempts int default null
 ) returns table (id uuid, type text, attempts int, max_attempts int, priority int, payload jsonb,
-                 idempotency_key text)
+                 idempotency_key text, trace_context jsonb)
 language sql volatile set search_path = '' as $$
     select * from {{ s }}.claim_jobs(p_type, p_limit, p_worker, p_lease, p_rate_key, p_max_attempts)
 $$;

@@ -46,9 +46,14 @@ create table {{ s }}.jobs (
     worker_id            text,
     idempotency_key      text,
     updated_at           timestamptz not null default now(),
+    -- 0004: the producer's W3C trace context as its propagator wrote it ({"traceparent": ...,
+    -- "tracestate": ...}); null when the enqueuer had no OpenTelemetry tracing configured.
+    trace_context        jsonb,
     constraint jobs_type_not_empty check (type <> ''),
     constraint jobs_lease_when_processing check (status <> 'processing' or lease_expires_at is not null),
-    constraint jobs_scheduled_for_finite check (pg_catalog.isfinite(scheduled_for))  -- 0002: no infinity
+    constraint jobs_scheduled_for_finite check (pg_catalog.isfinite(scheduled_for)),  -- 0002: no infinity
+    constraint jobs_trace_context_object
+        check (trace_context is null or pg_catalog.jsonb_typeof(trace_context) = 'object')  -- 0004
 ) with (
     autovacuum_vacuum_scale_factor = 0.02,
     autovacuum_vacuum_insert_scale_factor = 0.02,
@@ -246,13 +251,16 @@ $$;
 
 -- Enqueue one job. With an idempotency key, an unfinished job of the same type and key is returned
 -- instead of a new one. p_max_attempts null: decided when it runs (the handler's, else the type's).
+-- p_trace_context: the enqueuer's W3C trace context (an object such as {"traceparent": "00-..."}),
+-- handed to the worker with the claim so that its spans continue the enqueuer's trace.
 create function {{ s }}.enqueue(
     p_type text,
     p_payload jsonb,
     p_priority int default 0,
     p_run_at timestamptz default now(),
     p_max_attempts int default null,
-    p_idempotency_key text default null
+    p_idempotency_key text default null,
+    p_trace_context jsonb default null
 ) returns uuid
 language plpgsql volatile set search_path = '' as $$
 declare
@@ -265,15 +273,17 @@ begin
         raise exception 'jobkit.enqueue: p_payload must not be null (use ''{}''::jsonb)' using errcode = '22023';
     end if;
     if p_idempotency_key is null then  -- nothing to conflict on: a plain insert
-        insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts)
-        values (p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts)
+        insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, trace_context)
+        values (p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts,
+                p_trace_context)
         returning id into v_id;
         return v_id;
     end if;
     loop
-        insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, idempotency_key)
+        insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, idempotency_key,
+                                  trace_context)
         values (p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts,
-                p_idempotency_key)
+                p_idempotency_key, p_trace_context)
         on conflict (type, idempotency_key)
             where idempotency_key is not null and status in ('pending', 'processing')
             do nothing
@@ -295,13 +305,15 @@ $$;
 -- Enqueue many jobs in one statement. Arrays are parallel (null arrays or elements = defaults); ids
 -- come back with their 1-based position in the input; a repeated idempotency key gets the id of the
 -- unfinished job that holds it, whether that job is older or earlier in the same batch.
+-- p_trace_context (one object, not an array): the enqueuer's trace context, stored on every new job.
 create function {{ s }}.enqueue_many(
     p_type text[],
     p_payload jsonb[],
     p_priority int[] default null,
     p_run_at timestamptz[] default null,
     p_max_attempts int[] default null,
-    p_idempotency_key text[] default null
+    p_idempotency_key text[] default null,
+    p_trace_context jsonb default null
 ) returns table (ord bigint, id uuid)
 language plpgsql volatile set search_path = '' as $$
 declare
@@ -324,8 +336,9 @@ begin
                p_idempotency_key[u.ord] as key
         from unnest(p_type, p_payload) with ordinality as u(type, payload, ord)
     ), inserted as (
-        insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, idempotency_key)
-        select i.new_id, i.type, i.payload, i.priority, i.run_at, i.max_attempts, i.key
+        insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, idempotency_key,
+                                  trace_context)
+        select i.new_id, i.type, i.payload, i.priority, i.run_at, i.max_attempts, i.key, p_trace_context
         from input i order by i.ord
         on conflict (type, idempotency_key)
             where idempotency_key is not null and status in ('pending', 'processing')
@@ -345,7 +358,7 @@ begin
     for k in 1 .. coalesce(cardinality(v_ids), 0) loop
         if v_ids[k] is null then
             v_ids[k] := {{ s }}.enqueue(p_type[k], p_payload[k], p_priority[k], p_run_at[k],
-                                        p_max_attempts[k], p_idempotency_key[k]);
+                                        p_max_attempts[k], p_idempotency_key[k], p_trace_context);
         end if;
     end loop;
     return query select u.ord, u.id from unnest(v_ids) with ordinality as u(id, ord);
@@ -355,14 +368,15 @@ $$;
 -- Bulk enqueue as the Python client sends it: types and payloads as JSON documents (types: an array,
 -- or one string for all), the other columns as arrays (null = defaults). Without idempotency keys
 -- the rows are inserted straight from the documents (no jsonb[] built in between); with keys it is
--- enqueue_many. Returns the ids in input order.
+-- enqueue_many. Returns the ids in input order. p_trace_context: as enqueue_many's.
 create function {{ s }}.enqueue_json(
     p_types jsonb,
     p_payloads jsonb,
     p_priority int[] default null,
     p_run_at timestamptz[] default null,
     p_max_attempts int[] default null,
-    p_idempotency_key text[] default null
+    p_idempotency_key text[] default null,
+    p_trace_context jsonb default null
 ) returns setof uuid
 language plpgsql volatile set search_path = '' as $$
 declare
@@ -383,16 +397,16 @@ begin
                  then array_fill(p_types #>> '{}', array[jsonb_array_length(p_payloads)])
                  else array(select jsonb_array_elements_text(p_types)) end,
             array(select jsonb_array_elements(p_payloads)),
-            p_priority, p_run_at, p_max_attempts, p_idempotency_key) e
+            p_priority, p_run_at, p_max_attempts, p_idempotency_key, p_trace_context) e
         order by e.ord;
         return;
     end if;
     -- Ids are drawn first, so they come back in input order whatever order the insert runs in.
     v_ids := array(select gen_random_uuid() from generate_series(1, jsonb_array_length(p_payloads)));
     v_one := case when jsonb_typeof(p_types) = 'string' then p_types #>> '{}' end;
-    insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts)
+    insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, trace_context)
     select v_ids[e.n], coalesce(v_one, p_types ->> (e.n - 1)::int), e.v, coalesce(p_priority[e.n], 0),
-           coalesce(p_run_at[e.n], now()), p_max_attempts[e.n]
+           coalesce(p_run_at[e.n], now()), p_max_attempts[e.n], p_trace_context
     from jsonb_array_elements(p_payloads) with ordinality as e(v, n);
     return query select u.id from unnest(v_ids) as u(id);
 end
@@ -406,13 +420,14 @@ $$;
 -- than the rate limit's tokens allow (p_rate_key, else the type's rate_limit; unused tokens are given
 -- back). p_max_attempts is the claiming handler's own max_attempts (null: none). Returns what a
 -- handler needs, in priority order; max_attempts is the number of this round's last attempt
--- (round_start + the attempt limit), so attempts = max_attempts means "the last try". The ids go
--- through an array so that the update probes the primary key whatever the planner guesses.
+-- (round_start + the attempt limit), so attempts = max_attempts means "the last try"; trace_context
+-- is the enqueuer's (0004). The ids go through an array so that the update probes the primary key
+-- whatever the planner guesses.
 create function {{ s }}.claim_jobs(
     p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text default null,
     p_max_attempts int default null
 ) returns table (id uuid, type text, attempts int, max_attempts int, priority int, payload jsonb,
-                 idempotency_key text)
+                 idempotency_key text, trace_context jsonb)
 language plpgsql volatile set search_path = '' as $$
 #variable_conflict use_column
 declare
@@ -453,9 +468,9 @@ begin
         ))
         returning j.id, j.type, j.attempts,
                   j.round_start + {{ s }}.attempt_limit(j.max_attempts, p_max_attempts, v_type_max) as cap,
-                  j.priority, j.payload, j.idempotency_key, j.scheduled_for
+                  j.priority, j.payload, j.idempotency_key, j.scheduled_for, j.trace_context
     )
-    select c.id, c.type, c.attempts, c.cap, c.priority, c.payload, c.idempotency_key
+    select c.id, c.type, c.attempts, c.cap, c.priority, c.payload, c.idempotency_key, c.trace_context
     from claimed c order by c.priority desc, c.scheduled_for;
     if v_key is not null then
         get diagnostics v_claimed = row_count;

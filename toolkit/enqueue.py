@@ -5,6 +5,9 @@
 psycopg connection (the job is then part of *your* transaction: it exists only if you commit), or
 a supabase-py client (the job goes through the Data API schema, see ``[api] schema``). The async
 forms take a URL or your own psycopg ``AsyncConnection`` (again inside your transaction).
+
+With OpenTelemetry configured, each call is a ``jobkit.enqueue <type>`` span whose context is stored
+with the jobs, so the worker's spans continue the caller's trace (tracing.py).
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from uuid import UUID
 
 import psycopg
 
+from . import tracing
 from .connector import Database, Session
 from .connector.aio import AsyncSession
 from .exceptions import ConfigError
-from .jobs import NewJob
+from .jobs import NewJob, TraceContext
 from .lifecycle import Lifecycle, Statements
 from .validate import integer, type_name
 
@@ -34,8 +38,14 @@ def enqueue(target: Any, job_type: str, payload: Any, *, priority: int = 0,
     """Enqueue one job; returns its id (an existing unfinished job's id for a repeated key)."""
     job = check_job(NewJob(job_type, payload, priority=priority, run_at=run_at, max_attempts=max_attempts,
                            idempotency_key=idempotency_key, delay=_delta(delay)))
-    return enqueue_many(target, [job], schema=schema, api_schema=api_schema)[0] if _is_supabase(
-        target) else _one(target, job, schema)
+    with tracing.enqueueing([job_type]) as traced:
+        if _is_supabase(target):
+            [job_id] = _supabase_many(target, [job], api_schema, traced.context)
+        else:
+            with _session(target) as session:
+                job_id = Lifecycle(session, schema).enqueue(job, traced.context)
+        traced.sent([job_id])
+        return job_id
 
 
 def enqueue_many(target: Any, jobs: Sequence[NewJob], *, schema: str = "jobkit",
@@ -45,10 +55,14 @@ def enqueue_many(target: Any, jobs: Sequence[NewJob], *, schema: str = "jobkit",
         return []
     for job in jobs:
         check_job(job)
-    if _is_supabase(target):
-        return _supabase_many(target, jobs, api_schema)
-    with _session(target) as session:
-        return Lifecycle(session, schema).enqueue_many(jobs)
+    with tracing.enqueueing([j.type for j in jobs]) as traced:
+        if _is_supabase(target):
+            ids = _supabase_many(target, jobs, api_schema, traced.context)
+        else:
+            with _session(target) as session:
+                ids = Lifecycle(session, schema).enqueue_many(jobs, traced.context)
+        traced.sent(ids)
+        return ids
 
 
 async def enqueue_async(target: str | psycopg.AsyncConnection[Any], job_type: str, payload: Any, *,
@@ -58,8 +72,11 @@ async def enqueue_async(target: str | psycopg.AsyncConnection[Any], job_type: st
     """:func:`enqueue` for asyncio: on a URL, or on your AsyncConnection inside your transaction."""
     job = check_job(NewJob(job_type, payload, priority=priority, run_at=run_at, max_attempts=max_attempts,
                            idempotency_key=idempotency_key, delay=_delta(delay)))
-    async with _async_session(target) as session:
-        return await session.run(Statements(schema).enqueue(job))
+    with tracing.enqueueing([job_type]) as traced:
+        async with _async_session(target) as session:
+            job_id = await session.run(Statements(schema).enqueue(job, traced.context))
+        traced.sent([job_id])
+        return job_id
 
 
 async def enqueue_many_async(target: str | psycopg.AsyncConnection[Any], jobs: Sequence[NewJob], *,
@@ -69,8 +86,11 @@ async def enqueue_many_async(target: str | psycopg.AsyncConnection[Any], jobs: S
         return []
     for job in jobs:
         check_job(job)
-    async with _async_session(target) as session:
-        return await session.run(Statements(schema).enqueue_many(jobs))
+    with tracing.enqueueing([j.type for j in jobs]) as traced:
+        async with _async_session(target) as session:
+            ids = await session.run(Statements(schema).enqueue_many(jobs, traced.context))
+        traced.sent(ids)
+        return ids
 
 
 @asynccontextmanager
@@ -102,11 +122,6 @@ def check_job(job: NewJob) -> NewJob:
     return job
 
 
-def _one(target: Any, job: NewJob, schema: str) -> UUID:
-    with _session(target) as session:
-        return Lifecycle(session, schema).enqueue(job)
-
-
 @contextmanager
 def _session(target: Any) -> Iterator[Session]:
     if isinstance(target, Session):
@@ -129,10 +144,12 @@ def _is_supabase(target: Any) -> bool:
     return hasattr(target, "rpc") and hasattr(target, "schema") and not isinstance(target, (str, Session))
 
 
-def _supabase_many(client: Any, jobs: Sequence[NewJob], api_schema: str) -> list[UUID]:
+def _supabase_many(client: Any, jobs: Sequence[NewJob], api_schema: str,
+                   trace_context: TraceContext | None) -> list[UUID]:
     from .worker.backends.supabase import enqueue_many_body  # supabase-py only when it is used
 
-    rows = client.schema(api_schema).rpc("enqueue_many", enqueue_many_body(jobs)).execute().data
+    body = enqueue_many_body(jobs, trace_context)
+    rows = client.schema(api_schema).rpc("enqueue_many", body).execute().data
     return [UUID(r["id"]) for r in sorted(rows, key=lambda r: r["ord"])]
 
 

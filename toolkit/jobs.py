@@ -9,6 +9,9 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 from uuid import UUID
 
+#: A W3C trace context as an OpenTelemetry propagator writes it ({"traceparent": ..., "tracestate": ...}).
+TraceContext = dict[str, str]
+
 
 class Status(StrEnum):
     #: waiting to run; runnable once scheduled_for <= now()
@@ -48,6 +51,7 @@ class Job:
     updated_at: datetime
     handler_max_attempts: int | None = None  # the max_attempts of the handler that last claimed it
     round_start: int = 0  # attempts used before the last retry_job (a fresh round)
+    trace_context: TraceContext | None = None  # the enqueuer's, when it traced (see tracing.py)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Job:
@@ -58,7 +62,7 @@ class Job:
 
 class Claimed(NamedTuple):
     """A job as a worker claimed it: what its handler may need, nothing more (the claim decodes
-    these seven columns instead of the whole row; timestamps cost the most)."""
+    these eight columns instead of the whole row; timestamps cost the most)."""
 
     id: UUID
     type: str
@@ -67,7 +71,7 @@ class Claimed(NamedTuple):
     priority: int
     payload: Any
     idempotency_key: str | None
-
+    trace_context: TraceContext | None = None  # the enqueuer's (the worker's spans continue its trace)
 
 
 class NewJob(NamedTuple):

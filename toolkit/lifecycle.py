@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 from uuid import UUID
 
 from .connector import Row, Session, json_param
-from .jobs import Attempt, Claimed, Done, Failure, Job, NewJob
+from .jobs import Attempt, Claimed, Done, Failure, Job, NewJob, TraceContext
 from .queries import queries
 
 T = TypeVar("T")
@@ -47,11 +47,13 @@ class Statements:
     def __init__(self, schema: str = "jobkit") -> None:
         self.q = queries(schema)
 
-    def enqueue(self, job: NewJob) -> Statement[UUID]:
-        return Statement(self.q["enqueue"], enqueue_params(job), _first_uuid)
+    def enqueue(self, job: NewJob, trace_context: TraceContext | None = None) -> Statement[UUID]:
+        return Statement(self.q["enqueue"], enqueue_params(job, trace_context), _first_uuid)
 
-    def enqueue_many(self, jobs: Sequence[NewJob]) -> Statement[list[UUID]]:
-        return Statement(self.q["enqueue_many"], enqueue_many_params(jobs), _column, binary=True)
+    def enqueue_many(self, jobs: Sequence[NewJob],
+                     trace_context: TraceContext | None = None) -> Statement[list[UUID]]:
+        return Statement(self.q["enqueue_many"], enqueue_many_params(jobs, trace_context), _column,
+                         binary=True)
 
     def claim(self, job_type: str, limit: int, worker: str, lease: timedelta, rate_key: str | None = None,
               max_attempts: int | None = None) -> Statement[list[Claimed]]:
@@ -130,11 +132,11 @@ class Lifecycle:
         self.session = session
         self.sql = Statements(schema)
 
-    def enqueue(self, job: NewJob) -> UUID:
-        return self.session.run(self.sql.enqueue(job))
+    def enqueue(self, job: NewJob, trace_context: TraceContext | None = None) -> UUID:
+        return self.session.run(self.sql.enqueue(job, trace_context))
 
-    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[UUID]:
-        return self.session.run(self.sql.enqueue_many(jobs)) if jobs else []
+    def enqueue_many(self, jobs: Sequence[NewJob], trace_context: TraceContext | None = None) -> list[UUID]:
+        return self.session.run(self.sql.enqueue_many(jobs, trace_context)) if jobs else []
 
     def claim(self, job_type: str, limit: int, worker: str, lease: timedelta, rate_key: str | None = None,
               max_attempts: int | None = None) -> list[Claimed]:
@@ -179,19 +181,21 @@ class Lifecycle:
 
 # ---- parameters in their cheapest form ------------------------------------------------------------
 
-def enqueue_params(job: NewJob) -> dict[str, Any]:
+def enqueue_params(job: NewJob, trace_context: TraceContext | None = None) -> dict[str, Any]:
     return {
         "type": job.type, "payload": json_param(job.payload), "priority": job.priority or 0,
         "run_at": job.run_at, "delay": job.delay, "max_attempts": job.max_attempts,
-        "idempotency_key": job.idempotency_key,
+        "idempotency_key": job.idempotency_key, "trace_context": _trace(trace_context),
     }
 
 
-def enqueue_many_params(jobs: Sequence[NewJob]) -> dict[str, Any]:
+def enqueue_many_params(jobs: Sequence[NewJob], trace_context: TraceContext | None = None) -> dict[str, Any]:
     """Payloads and types travel as JSON (one encode, no per-element array quoting; one type
-    for all travels as one string); a column that is all defaults travels as a single NULL."""
+    for all travels as one string); a column that is all defaults travels as a single NULL. The
+    trace context, one for the batch, is stored on every job."""
     types = [j.type for j in jobs]
     return {
+        "trace_context": _trace(trace_context),
         "types": json_param(types[0] if types and types.count(types[0]) == len(types) else types),
         "payloads": json_param([j.payload for j in jobs]),
         "priorities": _nullable([j.priority for j in jobs]), "run_ats": _nullable([j.run_at for j in jobs]),
@@ -223,6 +227,10 @@ def fail_params(failures: Sequence[Failure]) -> dict[str, Any]:
         "errors": [f.error for f in failures], "retry_in": [f.retry_in for f in failures],
         "permanent": [f.permanent for f in failures],
     }
+
+
+def _trace(trace_context: TraceContext | None) -> Any:
+    return json_param(trace_context) if trace_context else None
 
 
 def _nullable(values: list[Any]) -> list[Any] | None:

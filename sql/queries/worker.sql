@@ -2,7 +2,7 @@
 
 -- name: claim_jobs
 -- Only the columns a handler needs, in jobs.Claimed's order (decoding whole rows cost ~25 us a job).
-select c.id, c.type, c.attempts, c.max_attempts, c.priority, c.payload, c.idempotency_key
+select c.id, c.type, c.attempts, c.max_attempts, c.priority, c.payload, c.idempotency_key, c.trace_context
 from {{ s }}.claim_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s, %(rate_key)s, %(max_attempts)s) c
 
 -- name: extend_leases

@@ -13,7 +13,7 @@ $$;
 create extension if not exists pgtap with schema extensions;
 set local search_path = extensions, public;
 
-select plan(44);
+select plan(45);
 
 -- The schema and every table.
 select has_schema('jobkit', 'schema jobkit exists');
@@ -41,6 +41,7 @@ select col_type_is('jobkit', 'jobs', 'scheduled_for', 'timestamp with time zone'
 select col_type_is('jobkit', 'jobs', 'lease_expires_at', 'timestamp with time zone', 'jobs.lease_expires_at is timestamptz');
 select col_type_is('jobkit', 'jobs', 'idempotency_key', 'text', 'jobs.idempotency_key is text');
 select col_type_is('jobkit', 'jobs', 'result', 'jsonb', 'jobs.result is jsonb');
+select col_type_is('jobkit', 'jobs', 'trace_context', 'jsonb', 'jobs.trace_context is jsonb (0004)');
 
 select col_not_null('jobkit', 'jobs', 'status', 'jobs.status is not null');
 select col_not_null('jobkit', 'jobs', 'payload', 'jobs.payload is not null');

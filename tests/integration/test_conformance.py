@@ -140,6 +140,21 @@ def test_idempotency_key_enqueues_once(run: Run[Any]) -> None:
     run(body)
 
 
+def test_the_enqueuers_trace_context_comes_back_with_the_claim(run: Run[Any]) -> None:
+    carrier = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate": "k=v"}
+
+    async def body(b: Backend) -> None:
+        one = await b.enqueue(NewJob("t", 1), trace_context=carrier)
+        many = await b.enqueue_many([NewJob("t", 2), NewJob("t", 3, idempotency_key="k")], trace_context=carrier)
+        plain = await b.enqueue(NewJob("t", 4))
+        claimed = {c.id: c.trace_context for c in await b.claim("t", 10, "w", LEASE)}
+        assert claimed == {one: carrier, many[0]: carrier, many[1]: carrier, plain: None}
+        job = await b.get(one)
+        assert job is not None and job.trace_context == carrier
+
+    run(body)
+
+
 def test_a_lease_under_five_seconds_is_refused(run: Run[Any]) -> None:
     async def body(b: Backend) -> None:
         await b.enqueue(NewJob("t", 1))

@@ -16,6 +16,7 @@ waited out (with backoff, within the budget) instead of ending the drain.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 import socket
@@ -26,9 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
+from .. import tracing
 from ..context import JobContext
 from ..exceptions import ConnectionFailed
-from ..handlers import Handler, Registry
+from ..handlers import Handler, RateLimited, Registry
 from ..jobs import Claimed
 from .backends import Backend
 from .metrics import Observer, Quiet
@@ -128,7 +130,7 @@ class Drainer:
             if loop.time() >= deadline:
                 return "budget"
             try:
-                jobs = await self._claim(d, limit - d.summary.claimed)
+                jobs, traced = await self._claim(d, limit - d.summary.claimed)
                 if not jobs and await self._wait_for_tokens(d, deadline):
                     continue
             except ConnectionFailed as exc:
@@ -137,7 +139,7 @@ class Drainer:
                 continue
             outage.over()
             if jobs:
-                self._take(d, jobs)
+                self._take(d, jobs, traced)
                 idle_since, pause = None, LINGER_FIRST
                 continue
             now = loop.time()
@@ -147,16 +149,24 @@ class Drainer:
             await _pause(poked, pause)
             pause = min(pause * 2, LINGER_MAX)
 
-    async def _claim(self, d: DrainState, remaining: int) -> list[Claimed]:
+    async def _claim(self, d: DrainState, remaining: int) -> tuple[list[Claimed], tracing.ClaimTrace | None]:
+        """The claimed jobs, and the claim's trace (None when tracing is off)."""
         want = await self._reserve(d, remaining)
         handler = d.handler
         started = time.perf_counter()
+        traced = tracing.claim_started(d.summary.type, self.worker_id)
         try:
             jobs = await self.backend.claim(
                 d.summary.type, want, self.worker_id, d.lease,
                 handler.rate_limit if handler else None, handler.max_attempts if handler else None)
             self.observer.claimed(d.summary.type, len(jobs), time.perf_counter() - started)
-            return jobs
+            if traced is not None:
+                traced.claimed(jobs)
+            return jobs, traced
+        except Exception as exc:
+            if traced is not None:
+                traced.failed(exc)
+            raise
         finally:
             self._reserved -= want
             self._changed.set()
@@ -174,11 +184,11 @@ class Drainer:
             self._spawn(d)
             await self._wait_change()
 
-    def _take(self, d: DrainState, jobs: list[Claimed]) -> None:
+    def _take(self, d: DrainState, jobs: list[Claimed], traced: tracing.ClaimTrace | None = None) -> None:
         d.summary.claimed += len(jobs)
         now = asyncio.get_running_loop().time()
         for job in jobs:
-            running = Running(job, d, d.lease, now)
+            running = Running(job, d, d.lease, now, trace=None if traced is None else traced.job(job))
             self._running.add(running)
             d.queue.append(running)
         self._spawn(d)
@@ -285,9 +295,12 @@ class Drainer:
             started = loop.time()
             running.task, running.deadline, running.state = me, started + timeout, "running"
             try:
-                ok, value = await self._execute(running, handler)
+                with tracing.running(running.trace):
+                    ok, value = await self._execute(running, handler)
             except asyncio.CancelledError:
                 if not running.timed_out or me is None:
+                    if running.trace is not None:
+                        running.trace.settled("released")
                     raise  # shutdown: the job is released
                 me.uncancel()
                 ok, value = False, TimeoutError(
@@ -300,6 +313,8 @@ class Drainer:
                     me.uncancel()  # the handler swallowed the cancellation and finished anyway
             self.window.observe(loop.time() - started)
             self.observer.ran(running.job.type, loop.time() - started)
+            if running.trace is not None:
+                running.trace.ran(ok, value, snoozed=isinstance(value, RateLimited))
             running.state = "recording"
             self._recorder.record(running, ok, value)
 
@@ -317,7 +332,7 @@ class Drainer:
             if handler.is_async:
                 result = await handler.func(job.payload, ctx)
             else:
-                ok, result = await loop.run_in_executor(self._threads, _call, handler.func, job.payload, ctx)
+                ok, result = await self._in_thread(running, handler, ctx)
                 if not ok:
                     return False, result
             return True, encode_result(result)
@@ -327,6 +342,16 @@ class Drainer:
             return False, exc  # the handler's own CancelledError ends only its attempt
         except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, ... end only this attempt
             return False, exc
+
+    def _in_thread(self, running: Running, handler: Handler,
+                   ctx: JobContext) -> asyncio.Future[tuple[bool, Any]]:
+        """A sync handler's call in the thread pool; a traced job's thread gets a copy of the
+        context, so that the handler sees its span (executor threads get none by themselves)."""
+        loop = asyncio.get_running_loop()
+        if running.trace is None:
+            return loop.run_in_executor(self._threads, _call, handler.func, running.job.payload, ctx)
+        return loop.run_in_executor(self._threads, _call_in, contextvars.copy_context(), handler.func,
+                                    running.job.payload, ctx)
 
     def _settled(self, running: Running) -> None:
         self._running.discard(running)
@@ -363,6 +388,10 @@ def _call(func: Any, payload: Any, ctx: JobContext) -> tuple[bool, Any]:
         return True, func(payload, ctx)
     except BaseException as exc:  # noqa: BLE001 - handed back to _execute, which records it
         return False, exc
+
+
+def _call_in(context: contextvars.Context, func: Any, payload: Any, ctx: JobContext) -> tuple[bool, Any]:
+    return context.run(_call, func, payload, ctx)
 
 
 def _cancelling() -> bool:

@@ -24,6 +24,7 @@ from uuid import UUID
 from ..exceptions import ConnectionFailed, DatabaseError
 from ..handlers import Handler, Permanent, RateLimited
 from ..jobs import Claimed, Failure
+from ..tracing import JobSpan
 from .backends import Backend
 from .groupcommit import GroupCommit
 from .metrics import Observer, Quiet
@@ -49,6 +50,7 @@ class Running:
     task: asyncio.Task[None] | None = None  # the runner running it
     timed_out: bool = False
     outcome: Any = None  # the result's JSON text to store, or the Failure to record
+    trace: JobSpan | None = None  # its spans, when tracing is on (tracing.py)
 
 
 @dataclass(eq=False)
@@ -83,13 +85,16 @@ class Recorder:
         running.drain.unsettled += 1
         if ok:
             running.outcome = value
+            _traced(running, "complete_jobs")
             self._completer.submit(running)
         elif isinstance(value, RateLimited):
+            _traced(running, "snooze_job")
             task = asyncio.ensure_future(self._snooze(running, value))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         else:
             running.outcome = failure(running.job, running.drain.handler, value)
+            _traced(running, "fail_jobs")
             self._failer.submit(running)
 
     async def _complete(self, batch: list[Running]) -> set[UUID]:
@@ -131,8 +136,14 @@ class Recorder:
             if everyone or (accepted is not None and r.job.id in accepted):
                 r.drain.summary.completed += 1
                 done[r.job.type] = done.get(r.job.type, 0) + 1
+                outcome = "completed"
             elif error is None:
                 r.drain.summary.lost += 1
+                outcome = "lost"
+            else:
+                outcome = "unrecorded"
+            if r.trace is not None:
+                r.trace.settled(outcome, len(batch))
             self._settled(r)
         for job_type, count in done.items():
             self.observer.completed(job_type, count)
@@ -177,9 +188,13 @@ class Recorder:
                 _log_failure(r, status)
             elif error is None:
                 r.drain.summary.lost += 1
+            if r.trace is not None:
+                r.trace.settled("unrecorded" if error is not None else "lost" if status is None
+                                else "retry" if status == "pending" else "failed", len(batch))
             self._settled(r)
 
     async def _snooze(self, running: Running, limited: RateLimited) -> None:
+        outcome = "unrecorded"
         try:
             snoozed = await _retrying(lambda: self.backend.snooze(
                 running.job.id, running.job.attempts, limited.retry_after))
@@ -190,12 +205,20 @@ class Recorder:
             running.drain.summary.lost += not snoozed
             if snoozed:
                 self.observer.snoozed(running.job.type)
+            outcome = "snoozed" if snoozed else "lost"
         finally:
+            if running.trace is not None:
+                running.trace.settled(outcome)
             self._settled(running)
 
     def _settled(self, running: Running) -> None:
         running.drain.unsettled -= 1
         self._on_settled(running)
+
+
+def _traced(running: Running, statement: str) -> None:
+    if running.trace is not None:
+        running.trace.recording(statement)
 
 
 def _log_failure(r: Running, status: str) -> None:

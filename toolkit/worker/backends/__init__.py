@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Protocol
 from uuid import UUID
 
-from ...jobs import Claimed, Done, Failure, Job, NewJob
+from ...jobs import Claimed, Done, Failure, Job, NewJob, TraceContext
 
 
 class Backend(Protocol):
@@ -21,9 +21,12 @@ class Backend(Protocol):
 
     async def close(self) -> None: ...
 
-    async def enqueue(self, job: NewJob) -> UUID: ...
+    async def enqueue(self, job: NewJob, trace_context: TraceContext | None = None) -> UUID:
+        """``trace_context``: the enqueuer's W3C trace context, handed back by ``claim``."""
+        ...
 
-    async def enqueue_many(self, jobs: Sequence[NewJob]) -> list[UUID]: ...
+    async def enqueue_many(self, jobs: Sequence[NewJob],
+                           trace_context: TraceContext | None = None) -> list[UUID]: ...
 
     async def claim(self, job_type: str, limit: int, worker: str, lease: timedelta,
                     rate_key: str | None = None, max_attempts: int | None = None) -> list[Claimed]: ...

@@ -21,7 +21,7 @@ from uuid import UUID
 
 from ...config import RateLimitConfig, TypeConfig
 from ...exceptions import DatabaseError
-from ...jobs import Attempt, Claimed, Done, Failure, Job, NewJob, Status
+from ...jobs import Attempt, Claimed, Done, Failure, Job, NewJob, Status, TraceContext
 
 MIN_LEASE = 5.0
 DEFAULTS = TypeConfig()
@@ -52,6 +52,7 @@ class _Row:
     worker_id: str | None = None
     updated_at: float = 0.0
     history: list[Attempt] = field(default_factory=list)
+    trace_context: TraceContext | None = None
 
 
 @dataclass
@@ -93,11 +94,12 @@ class MemoryBackend:
     async def close(self) -> None:
         return None
 
-    async def enqueue(self, job: NewJob) -> UUID:
-        return self._enqueue(job)
+    async def enqueue(self, job: NewJob, trace_context: TraceContext | None = None) -> UUID:
+        return self._enqueue(job, trace_context)
 
-    async def enqueue_many(self, jobs: Sequence[NewJob]) -> list[UUID]:
-        return [self._enqueue(j) for j in jobs]
+    async def enqueue_many(self, jobs: Sequence[NewJob],
+                           trace_context: TraceContext | None = None) -> list[UUID]:
+        return [self._enqueue(j, trace_context) for j in jobs]
 
     async def claim(
         self,
@@ -244,7 +246,7 @@ class MemoryBackend:
     def _config(self, job_type: str) -> TypeConfig:
         return self.types.get(job_type, self.defaults)
 
-    def _enqueue(self, job: NewJob) -> UUID:
+    def _enqueue(self, job: NewJob, trace_context: TraceContext | None = None) -> UUID:
         if not job.type:
             raise DatabaseError("jobkit.enqueue: p_type must be a non-empty job type")
         if job.idempotency_key is not None:
@@ -274,6 +276,7 @@ class MemoryBackend:
             job.max_attempts,
             job.idempotency_key,
             updated_at=now,
+            trace_context=dict(trace_context) if trace_context else None,
         )
         self.rows[row.id] = row
         return row.id
@@ -298,7 +301,8 @@ class MemoryBackend:
         )
         cap = row.round_start + self._limit(row)
         return Claimed(
-            row.id, row.type, row.attempts, cap, row.priority, json.loads(row.payload), row.idempotency_key
+            row.id, row.type, row.attempts, cap, row.priority, json.loads(row.payload), row.idempotency_key,
+            row.trace_context,
         )
 
     def _limit(self, row: _Row) -> int:
@@ -417,4 +421,5 @@ def _job(row: _Row) -> Job:
         _dt(row.updated_at) or datetime.now(UTC),
         row.handler_max_attempts,
         row.round_start,
+        row.trace_context,
     )

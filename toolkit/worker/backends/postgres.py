@@ -15,7 +15,7 @@ from uuid import UUID
 
 from ...connector import Row
 from ...connector.aio import AsyncPool
-from ...jobs import Claimed, Done, Failure, Job, NewJob
+from ...jobs import Claimed, Done, Failure, Job, NewJob, TraceContext
 from ...lifecycle import Statements
 
 
@@ -32,11 +32,12 @@ class PostgresBackend:
     async def close(self) -> None:
         await self.pool.close()
 
-    async def enqueue(self, job: NewJob) -> UUID:
-        return await self.pool.run(self.sql.enqueue(job))
+    async def enqueue(self, job: NewJob, trace_context: TraceContext | None = None) -> UUID:
+        return await self.pool.run(self.sql.enqueue(job, trace_context))
 
-    async def enqueue_many(self, jobs: Sequence[NewJob]) -> list[UUID]:
-        return await self.pool.run(self.sql.enqueue_many(jobs)) if jobs else []
+    async def enqueue_many(self, jobs: Sequence[NewJob],
+                           trace_context: TraceContext | None = None) -> list[UUID]:
+        return await self.pool.run(self.sql.enqueue_many(jobs, trace_context)) if jobs else []
 
     async def claim(self, job_type: str, limit: int, worker: str, lease: timedelta,
                     rate_key: str | None = None, max_attempts: int | None = None) -> list[Claimed]:

@@ -21,7 +21,7 @@ from postgrest import APIError, AsyncPostgrestClient
 from supabase import AsyncClient, AsyncClientOptions, acreate_client
 
 from ...exceptions import ConfigError, ConnectionFailed, DatabaseError
-from ...jobs import Claimed, Done, Failure, Job, NewJob
+from ...jobs import Claimed, Done, Failure, Job, NewJob, TraceContext
 from ...lifecycle import enqueue_many_params
 
 _HINTS = {
@@ -69,13 +69,14 @@ class SupabaseBackend:
         if client is not None:
             await client.postgrest.aclose()
 
-    async def enqueue(self, job: NewJob) -> UUID:
-        return (await self.enqueue_many([job]))[0]
+    async def enqueue(self, job: NewJob, trace_context: TraceContext | None = None) -> UUID:
+        return (await self.enqueue_many([job], trace_context))[0]
 
-    async def enqueue_many(self, jobs: Sequence[NewJob]) -> list[UUID]:
+    async def enqueue_many(self, jobs: Sequence[NewJob],
+                           trace_context: TraceContext | None = None) -> list[UUID]:
         if not jobs:
             return []
-        rows = await self._rpc("enqueue_many", enqueue_many_body(jobs))
+        rows = await self._rpc("enqueue_many", enqueue_many_body(jobs, trace_context))
         return [UUID(r["id"]) for r in sorted(rows, key=lambda r: r["ord"])]
 
     async def get(self, job_id: UUID) -> Job | None:
@@ -169,7 +170,7 @@ def _interval(value: timedelta | None) -> str | None:
     return None if value is None else f"{value.total_seconds():.6f} seconds"
 
 
-def enqueue_many_body(jobs: Sequence[NewJob]) -> dict[str, Any]:
+def enqueue_many_body(jobs: Sequence[NewJob], trace_context: TraceContext | None = None) -> dict[str, Any]:
     """api.enqueue_many's arguments (the payloads as one JSON array; run_at, never delay, since the
     wrapper takes absolute times)."""
     if any(j.delay is not None for j in jobs):
@@ -178,7 +179,8 @@ def enqueue_many_body(jobs: Sequence[NewJob]) -> dict[str, Any]:
     return {"p_type": [j.type for j in jobs], "p_payload": [j.payload for j in jobs],
             "p_priority": params["priorities"],
             "p_run_at": [j.run_at.isoformat() if j.run_at else None for j in jobs],
-            "p_max_attempts": params["max_attempts"], "p_idempotency_key": params["idempotency_keys"]}
+            "p_max_attempts": params["max_attempts"], "p_idempotency_key": params["idempotency_keys"],
+            "p_trace_context": trace_context or None}
 
 
 _TIMES = ("scheduled_for", "started_at", "completed_at", "created_at", "lease_expires_at", "updated_at")
@@ -195,4 +197,4 @@ def _job(row: dict[str, Any]) -> Job:
 
 def _claimed(row: dict[str, Any]) -> Claimed:
     return Claimed(UUID(row["id"]), row["type"], row["attempts"], row["max_attempts"], row["priority"],
-                   row["payload"], row["idempotency_key"])
+                   row["payload"], row["idempotency_key"], row.get("trace_context"))

@@ -187,8 +187,9 @@ def test_mountable_in_another_starlette_app(db_url: str, session: Session) -> No
 
     endpoint = _endpoint(db_url, secret=SECRET, mode="sync")
     host = Starlette(routes=[Mount("/jobkit", app=endpoint.app)], lifespan=endpoint.lifespan)
-    Lifecycle(session, "jobkit").enqueue(NewJob("echo", {"x": 1}))
     with TestClient(host) as client:
+        until(endpoint.caught_up.is_set)  # the start-up catch-up would otherwise race /run for the job
+        Lifecycle(session, "jobkit").enqueue(NewJob("echo", {"x": 1}))
         response = post(client, {"type": "echo"}, path="/jobkit/run")
     assert response.status_code == 200 and response.json()["completed"] == 1
 

@@ -166,7 +166,8 @@ def build(url: str, n: int, echo: Any = print) -> None:
 
 def run(url: str, n: int, echo: Any = print) -> list[tuple[Case, dict[str, Any]]]:
     build(url, n, echo)
-    with psycopg.connect(url, autocommit=True, prepare_threshold=None) as conn:
+    # As the dashboard's SessionPool connects: no prepared statements, JIT off.
+    with psycopg.connect(url, autocommit=True, prepare_threshold=None, options="-c jit=off") as conn:
         return [(case, measure(conn, case)) for case in cases(conn)]
 
 
@@ -179,7 +180,7 @@ def table(found: list[tuple[Case, dict[str, Any]]], n: int, meta: str) -> str:
     size = f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n:,}"
     lines = [START, f"### Dashboard queries at {size} jobs", "",
              f"`python -m bench.dashboard --jobs {n}` ({meta}): each page's named query from",
-             "`sql/queries/dashboard.sql`, run as the dashboard runs it (no prepared statements), median of "
+             "`sql/queries/dashboard.sql`, run as the dashboard runs it (no prepared statements, JIT off), median of "
              f"{RUNS} runs, with the indexes its plan (EXPLAIN) uses.", "",
              "| page | query | case | median ms | indexes (EXPLAIN) | seq scans |",
              "|---|---|---|---:|---|---|"]

@@ -356,3 +356,21 @@ def test_late_schedules_are_flagged() -> None:
     assert _late(row("30 seconds", timedelta(minutes=5)), now)
     assert not _late(row("30 seconds", timedelta(seconds=20)), now)
     assert not _late(row("* * * * *", None), now)  # never ran: not called late (no creation time)
+
+
+def test_mounted_in_the_worker_app(seeded: str) -> None:
+    """README's recipe: the worker's ASGI app serves /run and the dashboard side by side."""
+    from jobkit.dashboard import create_dashboard
+    from jobkit.handlers import Registry
+    from jobkit.worker.backends.postgres import PostgresBackend
+    from jobkit.worker.endpoint import create_app
+
+    app = create_app(Registry(), PostgresBackend(seeded), secret="s" * 32)
+    dashboard = create_dashboard(seeded, Settings(db_url=seeded), auth=AuthConfig(token=TOKEN))
+    app.router.routes.append(Mount("/jobkit", app=dashboard.app))
+    with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as client:
+        assert client.get("/healthz").status_code == 200
+        page = client.get("/jobkit/jobs", headers={"authorization": f"Bearer {TOKEN}", **HTML})
+        assert page.status_code == 200 and 'href="/jobkit/schedules"' in page.text
+        assert client.get("/jobkit/jobs").status_code == 401
+    dashboard.close()

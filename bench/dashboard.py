@@ -180,7 +180,8 @@ def table(found: list[tuple[Case, dict[str, Any]]], n: int, meta: str) -> str:
     size = f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n:,}"
     lines = [START, f"### Dashboard queries at {size} jobs", "",
              f"`python -m bench.dashboard --jobs {n}` ({meta}): each page's named query from",
-             "`sql/queries/dashboard.sql`, run as the dashboard runs it (no prepared statements, JIT off), median of "
+             "`sql/queries/dashboard.sql`, run as the dashboard runs it (no prepared statements, JIT off), "
+             "median of "
              f"{RUNS} runs, with the indexes its plan (EXPLAIN) uses.", "",
              "| page | query | case | median ms | indexes (EXPLAIN) | seq scans |",
              "|---|---|---|---:|---|---|"]

@@ -49,6 +49,7 @@ create table {{ s }}.jobs (
     -- 0004: the producer's W3C trace context as its propagator wrote it ({"traceparent": ...,
     -- "tracestate": ...}); null when the enqueuer had no OpenTelemetry tracing configured.
     trace_context        jsonb,
+    owner                uuid,  -- 0007: the app user it belongs to (the per-user API sets it)
     constraint jobs_type_not_empty check (type <> ''),
     constraint jobs_lease_when_processing check (status <> 'processing' or lease_expires_at is not null),
     constraint jobs_scheduled_for_finite check (pg_catalog.isfinite(scheduled_for)),  -- 0002: no infinity
@@ -80,6 +81,8 @@ create unique index jobs_idempotency_idx on {{ s }}.jobs (type, idempotency_key)
 -- Dead jobs per type for the overview, without walking every finished job (0003). Partial: only
 -- dead rows are in it, so the hot path (claims, completions) never writes to it.
 create index jobs_dead_idx on {{ s }}.jobs (type) where status = 'dead';
+-- A user's own jobs, for the per-user API (0007); partial: other jobs are not in it.
+create index jobs_owner_idx on {{ s }}.jobs (owner, created_at) where owner is not null;
 -- The dashboard's jobs page lists newest first with keyset pagination on (created_at, id) and
 -- filters by a time range on created_at (0003).
 create index jobs_created_idx on {{ s }}.jobs (created_at, id);

@@ -61,6 +61,18 @@ class RateLimitConfig:
 
 
 @dataclass(frozen=True)
+class UserApiConfig:
+    """``[user_api]``: the per-user job API for the app's signed-in users (Supabase ``authenticated``).
+    ``types`` are the job types they may enqueue, each enqueue at most ``max_payload_bytes`` of JSON
+    and ``limit`` enqueues per user (a token bucket per user)."""
+
+    schema: str
+    types: tuple[str, ...]
+    max_payload_bytes: int = 16_384
+    limit: RateLimitConfig = RateLimitConfig(rate=10 / 60, burst=5)
+
+
+@dataclass(frozen=True)
 class WakeConfig:
     """How the database wakes the worker."""
 
@@ -104,6 +116,7 @@ class Settings:
     schedules: Mapping[str, ScheduleConfig] = field(default_factory=dict)
     ratelimits: Mapping[str, RateLimitConfig] = field(default_factory=dict)
     api_schema: str | None = None  # the Data API schema of wrappers for supabase-py (optional)
+    user_api: UserApiConfig | None = None  # the per-user job API for end users (optional)
     home: Path = Path(".jobkit")
     source: Path | None = None
 
@@ -163,7 +176,7 @@ def supabase_api_from_env(env: Mapping[str, str] | None = None) -> tuple[str, st
 def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Settings:
     """Validate a parsed jobkit.toml document."""
     v.only(data, {"schema", "db_url", "defaults", "types", "retention", "wake", "maintenance",
-                 "schedules", "ratelimits", "api"}, "jobkit.toml")
+                 "schedules", "ratelimits", "api", "user_api"}, "jobkit.toml")
     defaults = _type_config(data.get("defaults", {}), TypeConfig(), "[defaults]")
     types = {
         v.type_name(name): _type_config(body, defaults, f"[types.{name}]")
@@ -191,6 +204,7 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Se
             for key, body in v.table(data.get("ratelimits", {}), "[ratelimits]").items()
         },
         api_schema=api_schema,
+        user_api=_user_api(data.get("user_api"), schema, api_schema),
         source=source,
     )
 
@@ -243,6 +257,30 @@ def _api(body: Any) -> str | None:
     table = v.table(body, "[api]")
     v.only(table, {"schema"}, "[api]")
     return v.schema(table["schema"]) if "schema" in table else None
+
+
+def _user_api(body: Any, schema: str, api_schema: str | None) -> UserApiConfig | None:
+    if body is None:
+        return None
+    table = v.table(body, "[user_api]")
+    v.only(table, {"schema", "types", "max_payload_bytes", "rate", "burst"}, "[user_api]")
+    if "schema" not in table or "types" not in table:
+        raise ConfigError("[user_api] needs schema and types",
+                          hint='e.g. schema = "jobkit_user" and types = ["export_report"]')
+    name = v.schema(table["schema"])
+    if name in (schema, api_schema):
+        raise ConfigError(f"[user_api] schema {name!r} is already jobkit's or [api]'s",
+                          hint="give the user API a schema of its own, e.g. jobkit_user")
+    types = table["types"]
+    if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
+        raise ConfigError("[user_api] types must be a non-empty list of job types",
+                          hint='e.g. types = ["export_report"]')
+    limit = _ratelimit({"rate": table.get("rate", "10/min"), "burst": table.get("burst", 5)}, "[user_api]")
+    return UserApiConfig(
+        schema=name, types=tuple(v.type_name(t) for t in types),
+        max_payload_bytes=v.integer(table.get("max_payload_bytes", 16_384), "[user_api] max_payload_bytes",
+                                    2, 1_048_576),
+        limit=limit)
 
 
 def _ratelimit(body: Any, where: str) -> RateLimitConfig:

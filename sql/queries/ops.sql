@@ -165,3 +165,41 @@ select p.oid::pg_catalog.regprocedure::pg_catalog.text as signature,
                       || coalesce(p.proacl::pg_catalog.text, '') || coalesce(n.nspacl::pg_catalog.text, '')) as body
 from pg_catalog.pg_proc p join pg_catalog.pg_namespace n on n.oid = p.pronamespace
 where n.nspname = %(schema)s
+
+-- name: user_api_catalog
+-- The [user_api] schema as deploy's trial run compares it: functions (body, settings, grants),
+-- tables (columns, grants, RLS), policies, the sync triggers on jobkit's jobs table, and whether
+-- Realtime's publication carries the table. ACLs are compared sorted (a revoke and a re-grant
+-- reorder them).
+select p.oid::pg_catalog.regprocedure::pg_catalog.text as signature,
+       pg_catalog.md5(p.prosrc || coalesce(pg_catalog.array_to_string(p.proconfig, ','), '')
+                      || coalesce((select pg_catalog.string_agg(x::pg_catalog.text, ',' order by x::pg_catalog.text) from pg_catalog.unnest(p.proacl) x), '') || coalesce((select pg_catalog.string_agg(x::pg_catalog.text, ',' order by x::pg_catalog.text) from pg_catalog.unnest(n.nspacl) x), '')
+                      || p.prosecdef::pg_catalog.text) as body
+from pg_catalog.pg_proc p join pg_catalog.pg_namespace n on n.oid = p.pronamespace
+where n.nspname = %(schema)s
+union all
+select 'table ' || c.oid::pg_catalog.regclass::pg_catalog.text,
+       pg_catalog.md5(coalesce((select pg_catalog.string_agg(x::pg_catalog.text, ',' order by x::pg_catalog.text) from pg_catalog.unnest(c.relacl) x), '') || c.relrowsecurity::pg_catalog.text
+                      || c.relreplident::pg_catalog.text
+                      || (select pg_catalog.string_agg(a.attname::pg_catalog.text || ' '
+                                                       || pg_catalog.format_type(a.atttypid, a.atttypmod), ','
+                                                       order by a.attnum)
+                          from pg_catalog.pg_attribute a where a.attrelid = c.oid and a.attnum > 0
+                            and not a.attisdropped))
+from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+where n.nspname = %(schema)s and c.relkind = 'r'
+union all
+select 'policy ' || pol.polname::pg_catalog.text,
+       pg_catalog.md5(pg_catalog.pg_get_expr(pol.polqual, pol.polrelid) || pol.polcmd::pg_catalog.text
+                      || pol.polroles::pg_catalog.text)
+from pg_catalog.pg_policy pol join pg_catalog.pg_class c on c.oid = pol.polrelid
+join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+where n.nspname = %(schema)s
+union all
+select 'trigger ' || t.tgname::pg_catalog.text, pg_catalog.md5(pg_catalog.pg_get_triggerdef(t.oid))
+from pg_catalog.pg_trigger t join pg_catalog.pg_proc p on p.oid = t.tgfoid
+join pg_catalog.pg_namespace n on n.oid = p.pronamespace
+where n.nspname = %(schema)s
+union all
+select 'publication ' || pt.pubname::pg_catalog.text, ''
+from pg_catalog.pg_publication_tables pt where pt.schemaname = %(schema)s

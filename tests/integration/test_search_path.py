@@ -85,6 +85,10 @@ sql = "select 1"
 
 [api]
 schema = "jobkit_api"
+
+[user_api]
+schema = "jobkit_user"
+types = ["mail"]
 """
 
 # For every built-in function jobkit's SQL calls: an overload that would win against pg_catalog's if
@@ -528,6 +532,20 @@ def _deploy_migration(db_url: str, config: Path, tmp_path: Path, pinned: Session
     pinned.execute(f"delete from {ident(SCHEMA)}.schema_migrations where version = '0099'")
 
 
+def _user_api(pinned: Session) -> None:
+    """An app user's requests, as PostgREST runs them (role and JWT claims), on the planted session."""
+    claims = '{"role": "authenticated", "sub": "6f1c0a52-8a6e-4c1b-9d1e-3f2a9b7c5d40"}'
+    pinned.execute("select set_config('request.jwt.claims', %s, false)", (claims,))
+    pinned.execute("set role authenticated")
+    try:
+        job = pinned.scalar("select jobkit_user.enqueue('mail', '{\"to\": \"a@example.org\"}')")
+        assert pinned.scalar("select count(*) from jobkit_user.jobs") == 1
+        assert pinned.scalar("select jobkit_user.cancel(%s)", (job,)) is True
+    finally:
+        pinned.execute("reset role")
+        pinned.execute("select set_config('request.jwt.claims', '', false)")
+
+
 def _dashboard(db_url: str, pinned: Session) -> None:
     """Every dashboard page and action (tests/integration/test_dashboard.py checks what they do)."""
     import re
@@ -588,6 +606,7 @@ def test_planted_objects_never_run(
         ("deploy a migration", lambda: _deploy_migration(db_url, config, tmp_path, pinned)),
         ("cron commands", lambda: _cron_commands(config, db_url, planted.cron)),
         ("dashboard", lambda: _dashboard(db_url, pinned)),
+        ("user api", lambda: _user_api(pinned)),
     ]
     for name, step in steps:
         step()

@@ -18,9 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ROOT / "supabase"
 TESTS = PROJECT / "tests"
 JOBKIT_FILE = re.compile(r"^(\d{14})_jobkit_(\d{4})\.sql$")
+USER_API_FILE = re.compile(r"^(\d{14})_jobkit_user_api\.sql$")
 REGENERATE = (
     "regenerate it: rm supabase/migrations/*_jobkit_*.sql && "
-    "jobkit render --supabase --supabase-dir supabase"
+    "jobkit -c supabase/jobkit.toml render --supabase --supabase-dir supabase"
 )
 
 
@@ -36,10 +37,17 @@ def _committed() -> Path:
     return files[0]
 
 
+def _user_api_file() -> Path:
+    files = [p for p in (PROJECT / "migrations").glob("*.sql") if USER_API_FILE.match(p.name)]
+    assert len(files) == 1, f"supabase/migrations must hold exactly one user API file, found {files}; {REGENERATE}"
+    return files[0]
+
+
 def _render(project_dir: Path) -> subprocess.CompletedProcess[str]:
-    """`jobkit render --supabase --supabase-dir DIR`, run from the repository root like the example."""
+    """`jobkit -c supabase/jobkit.toml render --supabase --supabase-dir DIR`, from the repository root."""
     return subprocess.run(
-        [sys.executable, "-m", "jobkit", "render", "--supabase", "--supabase-dir", str(project_dir)],
+        [sys.executable, "-m", "jobkit", "-c", str(PROJECT / "jobkit.toml"), "render", "--supabase",
+         "--supabase-dir", str(project_dir)],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
     )
 
@@ -71,7 +79,7 @@ def _psql(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 def test_project_layout() -> None:
     config = (PROJECT / "config.toml").read_text()
     assert 'project_id = "jobkit-example"' in config
-    assert re.search(r'^schemas = \["public", "graphql_public"\]$', config, re.MULTILINE)
+    assert re.search(r'^schemas = \["public", "graphql_public", "jobkit_user"\]$', config, re.MULTILINE)
     assert re.search(r"^major_version = 15$", config, re.MULTILINE)
     files = sorted(p.name for p in TESTS.glob("*.sql"))
     assert files, "supabase/tests holds no pgTAP files"
@@ -92,8 +100,10 @@ def test_committed_migration_is_what_render_writes_today(tmp_path: Path) -> None
     project.mkdir()
     result = _render(project)
     assert result.returncode == 0, result.stderr
-    written = list((project / "migrations").glob("*.sql"))
-    assert len(written) == 1 and JOBKIT_FILE.match(written[0].name), written
+    written = sorted((project / "migrations").glob("*.sql"))
+    assert len(written) == 2 and JOBKIT_FILE.match(written[0].name), written
+    assert USER_API_FILE.match(written[1].name), written
+    assert written[1].read_text(encoding="utf-8") == _user_api_file().read_text(encoding="utf-8"), REGENERATE
     assert written[0].name.split("_", 1)[1] == committed.name.split("_", 1)[1]
     assert written[0].read_text(encoding="utf-8") == committed.read_text(encoding="utf-8"), (
         f"{committed.relative_to(ROOT)} differs from `jobkit render --supabase` output; {REGENERATE}"
@@ -116,8 +126,9 @@ def test_render_into_the_example_adds_nothing(tmp_path: Path) -> None:
 def test_pgtap_suite_passes_on_the_applied_migration(fresh_db: str) -> None:
     env = _pg_env(fresh_db)
     # Like `supabase db push`: the whole file in one transaction.
-    applied = _psql(env, "--single-transaction", "-f", str(_committed()))
-    assert applied.returncode == 0, applied.stderr
+    for migration in (_committed(), _user_api_file()):  # in file-name order, as the CLI applies them
+        applied = _psql(env, "--single-transaction", "-f", str(migration))
+        assert applied.returncode == 0, applied.stderr
     # Like `supabase test db`: pgTAP in schema extensions.
     setup = _psql(env, "-c", "create schema if not exists extensions; "
                              "create extension if not exists pgtap with schema extensions;")

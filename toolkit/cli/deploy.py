@@ -9,7 +9,7 @@ import click
 from ..durations import parse_duration
 from ..schema.deploy import DeployOptions, DeployReport, deploy
 from ..schema.render import render_script, write_units
-from ..schema.supabase_cli import write_migration
+from ..schema.supabase_cli import write_migration, write_user_api
 from .common import State, db_url_option, pass_state
 
 
@@ -34,6 +34,9 @@ def render(state: State, out_dir: Path | None, supabase: bool, supabase_dir: Pat
     if supabase:
         path = write_migration(settings, supabase_dir)
         click.echo(f"wrote {path}" if path else "no new jobkit migrations: nothing written")
+        user_api = write_user_api(settings, supabase_dir)
+        if user_api:
+            click.echo(f"wrote {user_api}")
     elif out_dir:
         for target in write_units(settings, out_dir):
             click.echo(f"wrote {target}")

@@ -16,7 +16,7 @@ from ..exceptions import DatabaseError, DeployError, DriftError, PrerequisiteErr
 from ..queries import queries
 from . import sync
 from .migrations import Plan, applied_migrations, apply, milliseconds, plan
-from .render import render_api, render_migrations, render_unit
+from .render import render_api, render_migrations, render_unit, render_user_api
 
 Echo = Callable[[str], None]
 
@@ -97,6 +97,13 @@ def _compare_data(db: Database, session: Session, settings: Settings, options: D
     changed = sync.api_changes(session, settings, api, apply=apply) if api else []
     if changed:
         report.settings_changed.append(f"[api] schema {settings.api_schema}: " + ", ".join(changed))
+    user_api = render_user_api(settings)
+    if user_api and settings.user_api:
+        changed = sync.api_changes(session, settings, user_api, apply=apply, schema=settings.user_api.schema,
+                                   catalog="user_api_catalog")
+        if changed:
+            report.settings_changed.append(
+                f"[user_api] schema {settings.user_api.schema}: " + ", ".join(changed))
     if options.schedules:
         report.schedules_changed = scheduling.sync(db, settings, apply=apply).lines()
 

@@ -146,6 +146,14 @@ def render_api(settings: Settings) -> str | None:
     return environment().get_template("api.sql").render(context)
 
 
+def render_user_api(settings: Settings) -> str | None:
+    """The per-user job API (sql/user_api.sql) when ``[user_api]`` is configured."""
+    if settings.user_api is None:
+        return None
+    context = {**_context(settings), "u": ident(settings.user_api.schema), "user_api": settings.user_api}
+    return environment().get_template("user_api.sql").render(context)
+
+
 def _context(settings: Settings) -> dict[str, object]:
     return {"schema": settings.schema, "s": ident(settings.schema)}
 

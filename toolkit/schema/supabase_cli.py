@@ -6,15 +6,17 @@ lines; a new file holds only the ones no earlier file has, so rendering twice ad
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ..config import Settings
 from ..exceptions import ConfigError
-from .render import Migration, render_migrations, render_script
+from .render import Migration, render_migrations, render_script, render_user_api
 
 _MARK_RE = re.compile(r"^-- jobkit-migration: (\d{4}) ([0-9a-f]{64})$", re.MULTILINE)
+_USER_API_RE = re.compile(r"^-- jobkit-user-api: ([0-9a-f]{64})$", re.MULTILINE)
 
 
 def existing_migrations(migrations_dir: Path) -> dict[str, tuple[str, Path]]:
@@ -39,6 +41,24 @@ def write_migration(
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%d%H%M%S")
     path = folder / f"{stamp}_{name}_{pending[-1].version}.sql"
     path.write_text(_file_text(settings, pending), encoding="utf-8")
+    return path
+
+
+def write_user_api(settings: Settings, project_dir: Path, *, now: datetime | None = None) -> Path | None:
+    """With ``[user_api]``: its script (sql/user_api.sql, idempotent) as a migration file, a new one
+    only when it differs from the newest such file; None when there is nothing new."""
+    script = render_user_api(settings)
+    if script is None:
+        return None
+    digest = hashlib.sha256(script.encode()).hexdigest()
+    folder = project_dir / "migrations"
+    folder.mkdir(parents=True, exist_ok=True)
+    written = sorted(folder.glob("*_jobkit_user_api.sql"))
+    if written and _USER_API_RE.findall(written[-1].read_text(encoding="utf-8")) == [digest]:
+        return None
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d%H%M%S")
+    path = folder / f"{stamp}_jobkit_user_api.sql"
+    path.write_text(f"-- jobkit-user-api: {digest}\n{script}", encoding="utf-8")
     return path
 
 

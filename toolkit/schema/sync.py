@@ -123,16 +123,18 @@ class _DryRun(Exception):
     """Rolls back the trial run of the API script."""
 
 
-def api_changes(session: Session, settings: Settings, api_sql: str, *, apply: bool) -> list[str]:
-    """What the Data API script would change in the [api] schema (wrappers created, dropped as stale
-    signatures, or rewritten), found by a trial run that is rolled back; with ``apply`` the script
-    then runs for real, only when it changes something (a second deploy writes nothing)."""
-    assert settings.api_schema is not None
-    before = _api_catalog(session, settings)
+def api_changes(session: Session, settings: Settings, api_sql: str, *, apply: bool,
+                schema: str | None = None, catalog: str = "api_catalog") -> list[str]:
+    """What an API script (the Data API wrappers of [api], or the per-user API of [user_api]) would
+    change in its schema, found by a trial run that is rolled back; with ``apply`` the script then
+    runs for real, only when it changes something (a second deploy writes nothing)."""
+    target = schema or settings.api_schema
+    assert target is not None
+    before = _api_catalog(session, settings, target, catalog)
     try:
         with session.transaction():
             session.script(api_sql)
-            after = _api_catalog(session, settings)
+            after = _api_catalog(session, settings, target, catalog)
             raise _DryRun
     except _DryRun:
         pass
@@ -145,6 +147,6 @@ def api_changes(session: Session, settings: Settings, api_sql: str, *, apply: bo
     return sorted(changes)
 
 
-def _api_catalog(session: Session, settings: Settings) -> dict[str, str]:
-    rows = session.all(queries(settings.schema)["api_catalog"], {"schema": settings.api_schema})
+def _api_catalog(session: Session, settings: Settings, schema: str, catalog: str) -> dict[str, str]:
+    rows = session.all(queries(settings.schema)[catalog], {"schema": schema})
     return {r["signature"]: r["body"] for r in rows}

@@ -1,0 +1,156 @@
+-- jobkit-user-api: b33f1085d395fa8d62932e157610486c7109ad11923c37e4fe98c9ea3163281a
+-- jobkit's per-user job API (optional: [user_api] in jobkit.toml), for the app's signed-in users
+-- (Supabase's `authenticated` role, through PostgREST / supabase-js). Add the schema to the project's
+-- "Exposed schemas". Applied by `jobkit deploy` after the migrations; re-running it is harmless.
+--
+-- What a signed-in user gets, and nothing else:
+--   "jobkit_user".enqueue(type, payload)  enqueue a job of a type the config opens to users: the job's
+--                                   owner is the caller (from the JWT, never a parameter), the
+--                                   payload is size-limited and each user has a token bucket.
+--   "jobkit_user".jobs                    their own jobs' status, progress, result and a one-line error:
+--                                   a table kept by a trigger on jobkit's jobs, readable under RLS
+--                                   (owner = the caller), so Realtime's postgres_changes can stream
+--                                   it to the browser filtered the same way.
+--   "jobkit_user".cancel(id)              cancel their own pending job; false for anything else (another
+--                                   user's job, an unknown id, a running one), so it reveals nothing.
+-- anon gets nothing. jobkit's own schema stays closed to both.
+--
+-- Why a table and postgres_changes rather than Realtime broadcast: RLS on one narrow table is the
+-- whole access rule (the same policy answers PostgREST reads and Realtime subscriptions), it works
+-- on every Supabase project without private-channel setup, and only owned jobs' rows reach the WAL
+-- stream Realtime reads (the jobs table itself is never published).
+
+create schema if not exists "jobkit_user";
+revoke all on schema "jobkit_user" from public;
+
+create table if not exists "jobkit_user".jobs (
+    id         uuid primary key,
+    owner      uuid not null,
+    type       text not null,
+    status     text not null,
+    progress   jsonb,
+    result     jsonb,
+    error      text,  -- the last line of the last error (no traceback, no server internals)
+    created_at timestamptz not null,
+    updated_at timestamptz not null
+);
+create index if not exists jobs_owner_idx on "jobkit_user".jobs (owner, created_at);
+alter table "jobkit_user".jobs enable row level security;
+alter table "jobkit_user".jobs replica identity full;  -- Realtime checks RLS on deletes' old rows too
+comment on table "jobkit_user".jobs is 'jobkit: each user''s own jobs (RLS: owner = the caller); kept by a trigger.';
+
+-- The caller's user id from the JWT claims PostgREST (and Realtime) set: what auth.uid() returns on
+-- Supabase, without needing Supabase's auth schema.
+create or replace function "jobkit_user".caller() returns uuid
+language sql stable set search_path = '' as $$
+    select nullif(coalesce(
+        pg_catalog.current_setting('request.jwt.claim.sub', true),
+        nullif(pg_catalog.current_setting('request.jwt.claims', true), '')::jsonb ->> 'sub'
+    ), '')::uuid
+$$;
+
+drop policy if exists own_jobs on "jobkit_user".jobs;
+create policy own_jobs on "jobkit_user".jobs for select using (owner = (select "jobkit_user".caller()));
+
+create or replace function "jobkit_user".enqueue(p_type text, p_payload jsonb default '{}') returns uuid
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_owner uuid := "jobkit_user".caller();
+    v_key text;
+    v_id uuid;
+begin
+    if v_owner is null then
+        raise exception 'sign in to enqueue jobs' using errcode = '42501';
+    end if;
+    if p_type is null or not (p_type = any(array['export_report']::text[])) then
+        raise exception 'job type % is not open to users', p_type using errcode = '42501',
+            hint = 'list it in [user_api] types in jobkit.toml';
+    end if;
+    if p_payload is null or pg_catalog.octet_length(p_payload::text) > 4096 then
+        raise exception 'the payload is over 4096 bytes' using errcode = 'PT413';
+    end if;
+    v_key := 'user:' || v_owner::text;
+    insert into "jobkit".rate_limits (key, rate, burst, tokens)
+    values (v_key, 0.16666666666666666, 5, 5)
+    on conflict (key) do nothing;
+    if "jobkit".take_tokens(v_key, 1) < 1 then
+        raise exception 'too many jobs: try again later' using errcode = 'PT429';
+    end if;
+    insert into "jobkit".jobs (type, payload, owner) values (p_type, p_payload, v_owner) returning id into v_id;
+    return v_id;
+end
+$$;
+
+create or replace function "jobkit_user".cancel(p_id uuid) returns boolean
+language plpgsql volatile security definer set search_path = '' as $$
+begin
+    if not exists (select 1 from "jobkit".jobs j
+                   where j.id = p_id and j.owner = "jobkit_user".caller() and j.status = 'pending') then
+        return false;
+    end if;
+    return "jobkit".cancel_job(p_id);
+end
+$$;
+
+-- Keep "jobkit_user".jobs in step with the owned jobs (the trigger's WHEN skips every other job).
+create or replace function "jobkit_user".sync_job() returns trigger
+language plpgsql volatile security definer set search_path = '' as $$
+begin
+    if tg_op = 'DELETE' then
+        delete from "jobkit_user".jobs where id = old.id;
+        return null;
+    end if;
+    insert into "jobkit_user".jobs (id, owner, type, status, progress, result, error, created_at, updated_at)
+    values (new.id, new.owner, new.type, new.status, null,
+            case when new.status = 'completed' then new.result end,
+            case when new.status in ('failed', 'dead') then pg_catalog.left(pg_catalog.substring(
+                pg_catalog.rtrim(coalesce(new.last_error, ''), E' \n'), E'[^\n]*$'), 300) end,
+            new.created_at, pg_catalog.now())
+    on conflict (id) do update
+    set status = excluded.status, progress = excluded.progress, result = excluded.result,
+        error = excluded.error, updated_at = excluded.updated_at
+    where ("jobkit_user".jobs.status, "jobkit_user".jobs.result, "jobkit_user".jobs.error)
+          is distinct from (excluded.status, excluded.result, excluded.error);
+    return null;
+end
+$$;
+
+drop trigger if exists jobs_user_sync on "jobkit".jobs;
+create trigger jobs_user_sync after insert or update of status, result, last_error on "jobkit".jobs
+    for each row when (new.owner is not null) execute function "jobkit_user".sync_job();
+drop trigger if exists jobs_user_forget on "jobkit".jobs;
+create trigger jobs_user_forget after delete on "jobkit".jobs
+    for each row when (old.owner is not null) execute function "jobkit_user".sync_job();
+
+revoke all on all tables in schema "jobkit_user" from public;
+revoke all on all functions in schema "jobkit_user" from public;
+
+do $grants$
+declare
+    v_schema constant text := 'jobkit_user';
+begin
+    if exists (select 1 from pg_catalog.pg_roles where rolname = 'anon') then
+        execute pg_catalog.format('revoke all on schema %I from anon', v_schema);
+        execute pg_catalog.format('revoke all on all tables in schema %I from anon', v_schema);
+        execute pg_catalog.format('revoke all on all functions in schema %I from anon', v_schema);
+    end if;
+    if exists (select 1 from pg_catalog.pg_roles where rolname = 'authenticated') then
+        execute pg_catalog.format('grant usage on schema %I to authenticated', v_schema);
+        execute pg_catalog.format('revoke all on all tables in schema %I from authenticated', v_schema);
+        execute pg_catalog.format('grant select on %I.jobs to authenticated', v_schema);
+        execute pg_catalog.format('revoke all on all functions in schema %I from authenticated', v_schema);
+        execute pg_catalog.format('grant execute on function %I.enqueue(text, jsonb), %I.cancel(uuid), '
+                                  '%I.caller() to authenticated', v_schema, v_schema, v_schema);
+    end if;
+    if exists (select 1 from pg_catalog.pg_roles where rolname = 'service_role') then
+        execute pg_catalog.format('grant usage on schema %I to service_role', v_schema);
+        execute pg_catalog.format('grant select on all tables in schema %I to service_role', v_schema);
+    end if;
+    -- Realtime streams the table's changes when the project's publication exists (Supabase).
+    if exists (select 1 from pg_catalog.pg_publication where pubname = 'supabase_realtime')
+       and not exists (select 1 from pg_catalog.pg_publication_tables
+                       where pubname = 'supabase_realtime' and schemaname = v_schema and tablename = 'jobs') then
+        execute pg_catalog.format('alter publication supabase_realtime add table %I.jobs', v_schema);
+    end if;
+end
+$grants$;

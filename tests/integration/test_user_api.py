@@ -1,0 +1,213 @@
+"""The per-user job API ([user_api]): two signed-in users, anon and service_role against a real
+database, as PostgREST runs their requests (SET ROLE + request.jwt.claims). The privilege matrix
+over every table, view and function of jobkit's schema and the user schema is asserted in full."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from jobkit.config import RateLimitConfig, Settings, UserApiConfig
+from jobkit.connector import Database, Session
+from jobkit.exceptions import DatabaseError, PrerequisiteError
+from jobkit.jobs import Failure
+from jobkit.lifecycle import Lifecycle
+from jobkit.schema.deploy import DeployOptions, deploy
+
+USER = "jobkit_user"
+ALICE, BOB = str(uuid.uuid4()), str(uuid.uuid4())
+API = UserApiConfig(schema=USER, types=("export", "resize"), max_payload_bytes=200,
+                    limit=RateLimitConfig(rate=0.001, burst=4))
+
+
+@pytest.fixture
+def url(db_url: str) -> str:
+    with Database(db_url).session() as s:  # Supabase's Realtime publication, as a project has it
+        s.execute("create publication supabase_realtime")
+    settings = Settings(db_url=db_url, user_api=API)
+    deploy(Database(db_url), settings, DeployOptions(schedules=False), echo=lambda _m: None)
+    return db_url
+
+
+@pytest.fixture
+def s(url: str) -> Iterator[Session]:
+    with Database(url).session() as session:
+        yield session
+
+
+def as_role(s: Session, role: str, sub: str | None = None) -> None:
+    """What PostgREST does per request: the role, and the JWT's claims as a JSON setting."""
+    s.execute("reset role")
+    claims = {"role": role, **({"sub": sub} if sub else {})}
+    s.execute("select set_config('request.jwt.claims', %s, false)", (json.dumps(claims),))
+    s.execute("select set_config('role', %s, false)", (role,))
+
+
+def admin(s: Session) -> None:
+    s.execute("reset role")
+    s.execute("select set_config('request.jwt.claims', '', false)")
+
+
+def enqueue(s: Session, user: str, job_type: str = "export", payload: Any = None) -> Any:
+    as_role(s, "authenticated", user)
+    try:
+        return s.scalar(f"select {USER}.enqueue(%s, %s::jsonb)", (job_type, json.dumps(payload or {"n": 1})))
+    finally:
+        admin(s)
+
+
+def visible(s: Session, user: str) -> list[dict[str, Any]]:
+    as_role(s, "authenticated", user)
+    try:
+        return s.all(f"select * from {USER}.jobs order by created_at")
+    finally:
+        admin(s)
+
+
+def test_users_enqueue_and_see_only_their_own_jobs(s: Session) -> None:
+    a1, a2 = enqueue(s, ALICE), enqueue(s, ALICE, "resize")
+    b1 = enqueue(s, BOB)
+    assert [r["id"] for r in visible(s, ALICE)] == [a1, a2]
+    assert [r["id"] for r in visible(s, BOB)] == [b1]
+    owners = dict(s.all("select id, owner from jobkit.jobs") and
+                  [(r["id"], str(r["owner"])) for r in s.all("select id, owner from jobkit.jobs")])
+    assert owners == {a1: ALICE, a2: ALICE, b1: BOB}
+    as_role(s, "authenticated", BOB)  # Bob cannot learn that Alice's job exists, nor count it
+    assert s.scalar(f"select count(*) from {USER}.jobs where id = %s", (a1,)) == 0
+    assert s.scalar(f"select count(*) from {USER}.jobs") == 1
+    assert s.scalar(f"select {USER}.cancel(%s)", (a1,)) is False  # same answer as for an unknown id
+    assert s.scalar(f"select {USER}.cancel(%s)", (uuid.uuid4(),)) is False
+    admin(s)
+    assert s.scalar("select status from jobkit.jobs where id = %s", (a1,)) == "pending"
+
+
+def test_cancel_own_pending_job_only(s: Session) -> None:
+    mine, running = enqueue(s, ALICE), enqueue(s, ALICE)
+    Lifecycle(s).claim("export", 10, "w", timedelta(minutes=1))  # both start running
+    s.execute("update jobkit.jobs set status = 'pending', attempts = 0, lease_expires_at = null "
+              "where id = %s", (mine,))
+    as_role(s, "authenticated", ALICE)
+    assert s.scalar(f"select {USER}.cancel(%s)", (mine,)) is True
+    assert s.scalar(f"select {USER}.cancel(%s)", (running,)) is False
+    assert s.scalar(f"select status from {USER}.jobs where id = %s", (mine,)) == "cancelled"
+    admin(s)
+
+
+def test_status_result_and_error_reach_the_owner(s: Session) -> None:
+    ok, bad = enqueue(s, ALICE), enqueue(s, ALICE)
+    life = Lifecycle(s)
+    claimed = {c.id: c.attempts for c in life.claim("export", 10, "worker-9", timedelta(minutes=1))}
+    assert {r["status"] for r in visible(s, ALICE)} == {"processing"}
+    life.complete([(ok, claimed[ok], json.dumps({"url": "https://files/x.csv"}))])
+    life.fail([Failure(bad, claimed[bad], 'Traceback (most recent call last):\n  File "/srv/app.py"\n'
+                                         "ValueError: report too large", permanent=True)])
+    rows = {r["id"]: r for r in visible(s, ALICE)}
+    assert rows[ok]["status"] == "completed" and rows[ok]["result"] == {"url": "https://files/x.csv"}
+    assert rows[bad]["status"] == "failed" and rows[bad]["error"] == "ValueError: report too large"
+    assert rows[ok]["error"] is None and rows[bad]["result"] is None
+    s.execute("delete from jobkit.jobs where id = %s", (ok,))  # pruned: gone for the user too
+    assert [r["id"] for r in visible(s, ALICE)] == [bad]
+
+
+def test_refusals(s: Session) -> None:
+    with pytest.raises(PrerequisiteError, match="not open to users"):
+        enqueue(s, ALICE, "send_email")
+    with pytest.raises(DatabaseError, match="over 200 bytes") as too_big:
+        enqueue(s, ALICE, "export", {"blob": "x" * 300})
+    assert getattr(too_big.value.__cause__, "sqlstate", None) == "PT413"
+    for _ in range(4):
+        enqueue(s, BOB)
+    with pytest.raises(DatabaseError, match="too many jobs") as limited:
+        enqueue(s, BOB)  # the burst of 4 is spent; 0.001/s refills
+    assert getattr(limited.value.__cause__, "sqlstate", None) == "PT429"
+    enqueue(s, ALICE)  # a bucket per user: Alice is not limited by Bob
+    as_role(s, "authenticated")  # a JWT without sub
+    with pytest.raises(PrerequisiteError, match="sign in"):
+        s.scalar(f"select {USER}.enqueue('export', '{{}}')")
+    admin(s)
+    assert s.scalar("select count(*) from jobkit.jobs") == 5  # nothing refused was written
+
+
+@pytest.mark.parametrize("statement", [
+    f"insert into {USER}.jobs (id, owner, type, status, created_at, updated_at) "
+    f"values (gen_random_uuid(), '{BOB}', 'export', 'completed', now(), now())",
+    f"update {USER}.jobs set status = 'completed'",
+    f"delete from {USER}.jobs",
+    "insert into jobkit.jobs (type, payload, owner) values ('export', '{}', '" + BOB + "')",
+    "select * from jobkit.jobs",
+    f"select {USER}.sync_job()",
+])
+def test_no_user_can_write_around_the_api(s: Session, statement: str) -> None:
+    enqueue(s, ALICE)
+    before = s.scalar(f"select md5(string_agg(t::text, ',' order by t::text)) from {USER}.jobs t")
+    as_role(s, "authenticated", ALICE)
+    with pytest.raises((PrerequisiteError, DatabaseError)):
+        s.execute(statement)
+    admin(s)
+    assert s.scalar(f"select md5(string_agg(t::text, ',' order by t::text)) from {USER}.jobs t") == before
+
+
+def test_privilege_matrix_in_full(s: Session) -> None:
+    """Every table, view and function of both schemas, for anon, authenticated and service_role."""
+    grants: set[tuple[str, str, str]] = set()
+    for role in ("anon", "authenticated", "service_role"):
+        for schema in ("jobkit", USER):
+            if s.scalar("select has_schema_privilege(%s, %s, 'USAGE')", (role, schema)):
+                grants.add((role, f"schema {schema}", "USAGE"))
+        for r in s.all("select format('%%I.%%I', n.nspname, c.relname) as t from pg_class c "
+                       "join pg_namespace n on n.oid = c.relnamespace "
+                       "where n.nspname in ('jobkit', %s) and c.relkind in ('r', 'v')", (USER,)):
+            for priv in ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE"):
+                if s.scalar("select has_table_privilege(%s, %s, %s)", (role, r["t"], priv)):
+                    grants.add((role, r["t"], priv))
+        for r in s.all("select p.oid::regprocedure::text as f from pg_proc p "
+                       "join pg_namespace n on n.oid = p.pronamespace where n.nspname in ('jobkit', %s)",
+                       (USER,)):
+            if s.scalar("select has_function_privilege(%s, %s, 'EXECUTE')", (role, r["f"])):
+                grants.add((role, r["f"], "EXECUTE"))
+    users = {g for g in grants if g[0] != "service_role"}
+    assert users == {
+        ("authenticated", f"schema {USER}", "USAGE"),
+        ("authenticated", f"{USER}.jobs", "SELECT"),
+        ("authenticated", f"{USER}.enqueue(text,jsonb)", "EXECUTE"),
+        ("authenticated", f"{USER}.cancel(uuid)", "EXECUTE"),
+        ("authenticated", f"{USER}.caller()", "EXECUTE"),
+    }
+    service = {(obj, priv) for role, obj, priv in grants if role == "service_role" and USER in obj}
+    assert service == {(f"schema {USER}", "USAGE"), (f"{USER}.jobs", "SELECT")}
+    assert ("service_role", "schema jobkit", "USAGE") in grants  # jobkit's own API, as before
+
+
+def test_what_a_realtime_subscription_may_receive(s: Session) -> None:
+    """Realtime's postgres_changes sends a change to a subscriber only when the subscriber may
+    SELECT the row under RLS (it runs that check as the subscriber's role and claims): the table is
+    in the publication, and each user is allowed exactly their own rows, anon none."""
+    a, b = enqueue(s, ALICE), enqueue(s, BOB)
+    assert s.scalar("select count(*) from pg_publication_tables where pubname = 'supabase_realtime' "
+                    "and schemaname = %s and tablename = 'jobs'", (USER,)) == 1
+    assert s.scalar("select relreplident from pg_class where oid = %s::regclass", (f"{USER}.jobs",)) == "f"
+    for user, own, other in ((ALICE, a, b), (BOB, b, a)):
+        as_role(s, "authenticated", user)
+        assert s.scalar(f"select count(*) from {USER}.jobs where id = %s", (own,)) == 1
+        assert s.scalar(f"select count(*) from {USER}.jobs where id = %s", (other,)) == 0
+        admin(s)
+    as_role(s, "anon")
+    with pytest.raises(PrerequisiteError):
+        s.scalar(f"select count(*) from {USER}.jobs")
+    admin(s)
+
+
+def test_a_second_deploy_changes_nothing(url: str) -> None:
+    settings = Settings(db_url=url, user_api=API)
+    report = deploy(Database(url), settings, DeployOptions(schedules=False), echo=lambda _m: None)
+    assert not [line for line in report.settings_changed if "user_api" in line]
+    with Database(url).session() as s:  # a revoked grant is drift, and deploy restores it
+        s.execute(f"revoke select on {USER}.jobs from authenticated")
+    report = deploy(Database(url), settings, DeployOptions(schedules=False), echo=lambda _m: None)
+    assert [line for line in report.settings_changed if "user_api" in line]
+    with Database(url).session() as s:
+        assert s.scalar("select has_table_privilege('authenticated', %s, 'SELECT')", (f"{USER}.jobs",))

@@ -5,6 +5,19 @@
 -- null parameter means "no filter" (the dashboard's connections never prepare statements, so each
 -- query is planned with its values and drops the unused conditions).
 
+{#- The jobs filter (toolkit/dashboard/filters.py): one definition for the page, the count and the
+    batches of an action, so "every job matching the filter" means the same in all three. #}
+{% macro job_filter() -%}
+and (%(type)s::pg_catalog.text is null or type = %(type)s)
+  and (%(status)s::pg_catalog.text is null or status = %(status)s)
+  and (%(since)s::pg_catalog.timestamptz is null or created_at >= %(since)s)
+  and (%(until)s::pg_catalog.timestamptz is null or created_at < %(until)s)
+  and (%(worker)s::pg_catalog.text is null or worker_id = %(worker)s)
+  and (%(error)s::pg_catalog.text is null
+       or pg_catalog.strpos(pg_catalog.lower(last_error), pg_catalog.lower(%(error)s)) > 0)
+  and (%(payload)s::pg_catalog.jsonb is null or payload @> %(payload)s)
+{%- endmacro %}
+
 -- name: dash_pending
 -- Pending jobs per type: due now, scheduled later, and the age of the oldest due (jobs_claim_idx).
 select type,
@@ -101,14 +114,8 @@ select id, type, status, priority, attempts, created_at, scheduled_for, complete
        pg_catalog.left(pg_catalog.substring(pg_catalog.rtrim(coalesce(last_error, ''), E' \n'), E'[^\n]*$'),
                        160) as error
 from {{ s }}.jobs
-where (%(type)s::pg_catalog.text is null or type = %(type)s)
-  and (%(status)s::pg_catalog.text is null or status = %(status)s)
-  and (%(since)s::pg_catalog.timestamptz is null or created_at >= %(since)s)
-  and (%(until)s::pg_catalog.timestamptz is null or created_at < %(until)s)
-  and (%(worker)s::pg_catalog.text is null or worker_id = %(worker)s)
-  and (%(error)s::pg_catalog.text is null
-       or pg_catalog.strpos(pg_catalog.lower(last_error), pg_catalog.lower(%(error)s)) > 0)
-  and (%(payload)s::pg_catalog.jsonb is null or payload @> %(payload)s)
+where true
+  {{ job_filter() }}
   and (%(before_at)s::pg_catalog.timestamptz is null or (created_at, id) < (%(before_at)s, %(before_id)s))
 order by created_at desc, id desc
 limit %(limit)s
@@ -118,28 +125,14 @@ limit %(limit)s
 select pg_catalog.count(*) as n
 from {{ s }}.jobs
 where status = any(%(states)s)
-  and (%(type)s::pg_catalog.text is null or type = %(type)s)
-  and (%(status)s::pg_catalog.text is null or status = %(status)s)
-  and (%(since)s::pg_catalog.timestamptz is null or created_at >= %(since)s)
-  and (%(until)s::pg_catalog.timestamptz is null or created_at < %(until)s)
-  and (%(worker)s::pg_catalog.text is null or worker_id = %(worker)s)
-  and (%(error)s::pg_catalog.text is null
-       or pg_catalog.strpos(pg_catalog.lower(last_error), pg_catalog.lower(%(error)s)) > 0)
-  and (%(payload)s::pg_catalog.jsonb is null or payload @> %(payload)s)
+  {{ job_filter() }}
 
 -- name: dash_jobs_batch
 -- The next batch of an action on "every job matching the filter", oldest first after (created_at, id).
 select id, created_at
 from {{ s }}.jobs
 where status = any(%(states)s)
-  and (%(type)s::pg_catalog.text is null or type = %(type)s)
-  and (%(status)s::pg_catalog.text is null or status = %(status)s)
-  and (%(since)s::pg_catalog.timestamptz is null or created_at >= %(since)s)
-  and (%(until)s::pg_catalog.timestamptz is null or created_at < %(until)s)
-  and (%(worker)s::pg_catalog.text is null or worker_id = %(worker)s)
-  and (%(error)s::pg_catalog.text is null
-       or pg_catalog.strpos(pg_catalog.lower(last_error), pg_catalog.lower(%(error)s)) > 0)
-  and (%(payload)s::pg_catalog.jsonb is null or payload @> %(payload)s)
+  {{ job_filter() }}
   and (%(after_at)s::pg_catalog.timestamptz is null or (created_at, id) > (%(after_at)s, %(after_id)s))
 order by created_at, id
 limit %(limit)s

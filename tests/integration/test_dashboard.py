@@ -272,7 +272,7 @@ def test_supabase_jwt_with_the_configured_claim(seeded: str) -> None:
                                                   "app_metadata": {"jobkit": "admin"}}), **HTML}
         assert client.get("/jobs", headers=ok).status_code == 200
         for bad in (token({"role": "service_role"}), token({"app_metadata": {"jobkit": "viewer"}}),
-                    token({"app_metadata": {"jobkit": "admin"}}, secret="another-secret-entirely-xx"),
+                    token({"app_metadata": {"jobkit": "admin"}}, secret="another-secret-entirely-different-0123456789"),
                     jwt.encode({"exp": int(time.time()) - 10, "app_metadata": {"jobkit": "admin"}},
                                JWT_SECRET, algorithm="HS256")):
             assert client.get("/jobs", headers={"authorization": f"Bearer {bad}"}).status_code == 401
@@ -292,6 +292,10 @@ def test_refuses_to_start_exposed_without_auth(seeded: str) -> None:
     check(DashboardOptions(host="::1"))
     with pytest.raises(ConfigError, match="shorter than 16"):
         check(DashboardOptions(host="0.0.0.0", token="short"))
+    with pytest.raises(ConfigError, match="shorter than 32"):
+        check(DashboardOptions(host="0.0.0.0", jwt_secret="short"))
+    with pytest.raises(ConfigError, match="PATH=VALUE"):
+        check(DashboardOptions(host="0.0.0.0", jwt_secret=JWT_SECRET, jwt_claim="role"))
     result = CliRunner().invoke(cli, ["dashboard", "--host", "0.0.0.0", "--db-url", seeded])
     assert result.exit_code != 0 and "refusing to serve the dashboard on 0.0.0.0" in result.output
 

@@ -34,6 +34,9 @@ def check(options: DashboardOptions) -> None:
     if options.token is not None and len(options.token) < 16:
         raise ConfigError("JOBKIT_DASHBOARD_TOKEN is shorter than 16 characters",
                           hint="use a long random token, e.g. `openssl rand -hex 24`")
+    if options.jwt_secret is not None and len(options.jwt_secret) < 32:
+        raise ConfigError("JOBKIT_DASHBOARD_JWT_SECRET is shorter than 32 characters",
+                          hint="use the project's JWT secret (Supabase: Project Settings > API > JWT secret)")
     auth.claim()
 
 

@@ -378,3 +378,10 @@ def test_mounted_in_the_worker_app(seeded: str) -> None:
         assert page.status_code == 200 and 'href="/jobkit/schedules"' in page.text
         assert client.get("/jobkit/jobs").status_code == 401
     dashboard.close()
+
+
+def test_cli_refuses_a_database_without_jobkit_or_unreachable(fresh_db: str) -> None:
+    result = CliRunner().invoke(cli, ["dashboard", "--db-url", fresh_db])
+    assert result.exit_code == 1 and "not deployed" in result.output and "jobkit deploy" in result.output
+    result = CliRunner().invoke(cli, ["dashboard", "--db-url", "postgresql://postgres@127.0.0.1:1/x"])
+    assert result.exit_code == 1 and "cannot connect" in result.output

@@ -32,6 +32,7 @@ def dashboard(state: State, host: str, port: int, read_only: bool, jwt_claim: st
     """
     token, jwt_secret = dashboard_auth_from_env()
     app = state.app(db_url, application_name="jobkit dashboard")
+    app.db.shared()  # reachable, and jobkit deployed at this version: one line and exit 1 if not
     options = DashboardOptions(host=host, port=port, read_only=read_only, token=token,
                                jwt_secret=jwt_secret, jwt_claim=jwt_claim)
     serve(app.db.url, app.settings, options, echo=lambda line: click.echo(line, err=True))

@@ -86,9 +86,9 @@ create index jobs_owner_idx on {{ s }}.jobs (owner, created_at) where owner is n
 -- The dashboard's jobs page lists newest first with keyset pagination on (created_at, id) and
 -- filters by a time range on created_at (0003).
 create index jobs_created_idx on {{ s }}.jobs (created_at, id);
--- Payload search by JSON containment (payload @> '{"user_id": 42}'). jsonb_path_ops indexes only
--- the paths and values, so it is about a third of a full jsonb_ops index and answers exactly @> (0003).
-create index jobs_payload_idx on {{ s }}.jobs using gin (payload jsonb_path_ops);
+-- Payload search (the dashboard's payload @> filter) has a GIN index only when jobkit.toml asks for
+-- it ([dashboard] payload_index = true): deploy builds it CONCURRENTLY outside this schema, since
+-- it costs every enqueue, claim and completion (docs/BENCHMARKS.md).
 
 -- The attempts that did not complete their job (retries, failures, snoozes, releases, expired
 -- leases, cancellations): no failure disappears when the next attempt overwrites last_error. The

@@ -117,6 +117,7 @@ class Settings:
     ratelimits: Mapping[str, RateLimitConfig] = field(default_factory=dict)
     api_schema: str | None = None  # the Data API schema of wrappers for supabase-py (optional)
     user_api: UserApiConfig | None = None  # the per-user job API for end users (optional)
+    payload_index: bool = False  # [dashboard] payload_index: a GIN index for payload search
     home: Path = Path(".jobkit")
     source: Path | None = None
 
@@ -176,7 +177,7 @@ def supabase_api_from_env(env: Mapping[str, str] | None = None) -> tuple[str, st
 def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Settings:
     """Validate a parsed jobkit.toml document."""
     v.only(data, {"schema", "db_url", "defaults", "types", "retention", "wake", "maintenance",
-                 "schedules", "ratelimits", "api", "user_api"}, "jobkit.toml")
+                 "schedules", "ratelimits", "api", "user_api", "dashboard"}, "jobkit.toml")
     defaults = _type_config(data.get("defaults", {}), TypeConfig(), "[defaults]")
     types = {
         v.type_name(name): _type_config(body, defaults, f"[types.{name}]")
@@ -205,6 +206,7 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Se
         },
         api_schema=api_schema,
         user_api=_user_api(data.get("user_api"), schema, api_schema),
+        payload_index=_dashboard(data.get("dashboard", {})),
         source=source,
     )
 
@@ -257,6 +259,16 @@ def _api(body: Any) -> str | None:
     table = v.table(body, "[api]")
     v.only(table, {"schema"}, "[api]")
     return v.schema(table["schema"]) if "schema" in table else None
+
+
+def _dashboard(body: Any) -> bool:
+    table = v.table(body, "[dashboard]")
+    v.only(table, {"payload_index"}, "[dashboard]")
+    value = table.get("payload_index", False)
+    if not isinstance(value, bool):
+        raise ConfigError("[dashboard] payload_index must be true or false",
+                          hint="payload_index = true builds a GIN index for payload search")
+    return value
 
 
 def _user_api(body: Any, schema: str, api_schema: str | None) -> UserApiConfig | None:

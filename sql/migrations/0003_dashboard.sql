@@ -5,10 +5,6 @@
 -- The jobs page lists newest first with keyset pagination on (created_at, id), and filters by a
 -- time range on created_at.
 create index jobs_created_idx on {{ s }}.jobs (created_at, id);
--- Payload search by JSON containment (payload @> '{"user_id": 42}'). jsonb_path_ops indexes only
--- the paths and values (not every key alone), so it is about a third of a full jsonb_ops index and
--- answers exactly @>.
-create index jobs_payload_idx on {{ s }}.jobs using gin (payload jsonb_path_ops);
 -- Dead jobs per type for the overview, without walking every finished job (0003). Partial: only
 -- dead rows are in it, so the hot path (claims, completions) never writes to it.
 create index jobs_dead_idx on {{ s }}.jobs (type) where status = 'dead';

@@ -82,3 +82,16 @@ on conflict (key) do update set rate = excluded.rate, burst = excluded.burst,
 
 -- name: ratelimit_delete
 delete from {{ s }}.rate_limits where key = %(key)s returning key
+
+-- name: payload_index_state
+-- The optional payload search index ([dashboard] payload_index): present, and valid (a CREATE
+-- INDEX CONCURRENTLY that failed leaves an invalid one behind).
+select i.indisvalid as valid
+from pg_catalog.pg_index i
+where i.indexrelid = pg_catalog.to_regclass({{ (s ~ ".jobs_payload_idx") | literal }})::pg_catalog.oid
+
+-- name: payload_index_create
+create index concurrently if not exists jobs_payload_idx on {{ s }}.jobs using gin (payload jsonb_path_ops)
+
+-- name: payload_index_drop
+drop index concurrently if exists {{ s }}.jobs_payload_idx

@@ -20,7 +20,7 @@ from jobkit.config import Settings
 from jobkit.connector import Database
 from jobkit.dashboard import AuthConfig, Dashboard
 from jobkit.dashboard.serve import DashboardOptions, check
-from jobkit.exceptions import ConfigError
+from jobkit.exceptions import ConfigError, DriftError
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.schema.deploy import DeployOptions, deploy
@@ -385,3 +385,35 @@ def test_cli_refuses_a_database_without_jobkit_or_unreachable(fresh_db: str) -> 
     assert result.exit_code == 1 and "not deployed" in result.output and "jobkit deploy" in result.output
     result = CliRunner().invoke(cli, ["dashboard", "--db-url", "postgresql://postgres@127.0.0.1:1/x"])
     assert result.exit_code == 1 and "cannot connect" in result.output
+
+
+def test_payload_index_follows_the_config(db_url: str) -> None:
+    def index(url: str) -> Any:
+        with Database(url).session() as s:
+            return s.scalar("select indisvalid from pg_index where indexrelid = "
+                            "to_regclass('jobkit.jobs_payload_idx')")
+
+    quiet = {"echo": lambda _m: None}
+    assert index(db_url) is None  # not by default: it costs every enqueue and state change
+    on = Settings(db_url=db_url, payload_index=True)
+    with pytest.raises(DriftError):
+        deploy(Database(db_url), on, DeployOptions(check=True, schedules=False), **quiet)
+    report = deploy(Database(db_url), on, DeployOptions(schedules=False), **quiet)
+    assert "payload index built" in report.settings_changed and index(db_url) is True
+    assert "payload index built" not in deploy(Database(db_url), on, DeployOptions(schedules=False),
+                                               **quiet).settings_changed
+    with Database(db_url).session() as s:  # a failed CONCURRENTLY build leaves an invalid index
+        s.execute("update pg_index set indisvalid = false where indexrelid = 'jobkit.jobs_payload_idx'::regclass")
+    deploy(Database(db_url), on, DeployOptions(schedules=False), **quiet)
+    assert index(db_url) is True
+    report = deploy(Database(db_url), Settings(db_url=db_url), DeployOptions(schedules=False), **quiet)
+    assert "payload index dropped" in report.settings_changed and index(db_url) is None
+
+
+def test_jobs_page_says_when_payload_search_is_unindexed(open_client: TestClient, seeded: str) -> None:
+    page = open_client.get("/jobs", params={"payload": '{"user_id": 1}'}, headers=HTML).text
+    assert 'id="unindexed"' in page
+    deploy(Database(seeded), Settings(db_url=seeded, payload_index=True), DeployOptions(), echo=lambda _m: None)
+    assert 'id="unindexed"' not in open_client.get("/jobs", params={"payload": '{"user_id": 1}'},
+                                                   headers=HTML).text
+    assert 'id="unindexed"' not in open_client.get("/jobs", headers=HTML).text

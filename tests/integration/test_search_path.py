@@ -346,7 +346,7 @@ def _registry() -> Registry:
 # ---- the code paths -------------------------------------------------------------------------------
 
 def _deploy(config: Path, db_url: str) -> None:
-    config.write_text(CONFIG.format(extra="\n[types.old]\nmax_attempts = 2\n"))
+    config.write_text(CONFIG.format(extra="\n[types.old]\nmax_attempts = 2\n\n[dashboard]\npayload_index = true\n"))
     _cli(config, "deploy", "--db-url", db_url)
     config.write_text(CONFIG.format(extra=""))
     _cli(config, "deploy", "--db-url", db_url)  # drops type old, keeps the rest
@@ -624,7 +624,7 @@ def _with_session(db_url: str, body: Callable[[Session], None]) -> None:
 
 # SQL syntax that looks like a call, and the type names that are keywords (the grammar turns them into
 # pg_catalog's types, whatever the search_path).
-SYNTAX = {"all", "and", "any", "as", "coalesce", "conflict", "else", "exists", "extract", "filter", "from", "group",
+SYNTAX = {"all", "and", "any", "as", "coalesce", "conflict", "else", "exists", "extract", "filter", "from", "gin", "group",
           "greatest", "in", "join", "lateral", "least", "not", "nullif", "on", "or", "over", "select", "then",
           "using", "values", "when", "where", "with"}
 KEYWORD_TYPES = {"bigint", "boolean", "int", "integer", "interval", "smallint"}

@@ -214,7 +214,8 @@ class Dashboard:
         with self.pool.session() as s:
             page = data.jobs_page(s, self.schema, flt, call.arg("cursor") or None)
             types = data.job_types(s, self.schema)
-        return self.render(call, "jobs.html", page=page, flt=flt, types=types,
+            unindexed = bool(flt.payload) and not data.payload_indexed(s, self.schema)
+        return self.render(call, "jobs.html", page=page, flt=flt, types=types, unindexed=unindexed,
                            request_cursor=call.arg("cursor"))
 
     def job(self, call: Call) -> Response:

@@ -123,6 +123,12 @@ def _cursor(cursor: str | None) -> tuple[datetime | None, UUID | None]:
         return None, None  # a mangled cursor starts from the newest page
 
 
+def payload_indexed(session: Session, schema: str) -> bool:
+    """Whether payload search has its GIN index ([dashboard] payload_index = true)."""
+    row = session.one(queries(schema)["payload_index_state"])
+    return bool(row and row["valid"])
+
+
 def job_detail(session: Session, schema: str, job_id: UUID) -> tuple[Job, list[Attempt]] | None:
     manager = Lifecycle(session, schema)
     job = manager.get(job_id)

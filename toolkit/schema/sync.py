@@ -123,6 +123,23 @@ class _DryRun(Exception):
     """Rolls back the trial run of the API script."""
 
 
+def payload_index(session: Session, settings: Settings, *, apply: bool) -> list[str]:
+    """Build or drop the payload search index to match ``[dashboard] payload_index``. CONCURRENTLY,
+    in autocommit (never inside a transaction): writers are not blocked while it builds; an
+    invalid leftover of a failed build is dropped and built again."""
+    q = queries(settings.schema)
+    row = session.one(q["payload_index_state"])
+    present, valid = row is not None, bool(row and row["valid"])
+    if settings.payload_index and valid or not settings.payload_index and not present:
+        return []
+    if apply:
+        if present:
+            session.execute(q["payload_index_drop"])
+        if settings.payload_index:
+            session.execute(q["payload_index_create"])
+    return ["payload index " + ("built" if settings.payload_index else "dropped")]
+
+
 def api_changes(session: Session, settings: Settings, api_sql: str, *, apply: bool,
                 schema: str | None = None, catalog: str = "api_catalog") -> list[str]:
     """What an API script (the Data API wrappers of [api], or the per-user API of [user_api]) would

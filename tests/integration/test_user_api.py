@@ -211,3 +211,43 @@ def test_a_second_deploy_changes_nothing(url: str) -> None:
     assert [line for line in report.settings_changed if "user_api" in line]
     with Database(url).session() as s:
         assert s.scalar("select has_table_privilege('authenticated', %s, 'SELECT')", (f"{USER}.jobs",))
+
+
+def test_supabase_client_as_signed_in_users(url: str) -> None:
+    """What supabase-js does from a browser (here supabase-py, the same PostgREST requests): the
+    anon key plus the user's access token; PostgREST stand-in in front of the real database."""
+    import time
+
+    import jwt as pyjwt
+    from standins.postgrest import create_app, serve
+
+    from supabase import ClientOptions, create_client
+
+    secret, anon_key, service_key = "project-jwt-secret-" + "x" * 24, "anon-key-123", "service-key-456"
+
+    def client(base: str, sub: str | None) -> Any:
+        sb = create_client(base, anon_key, options=ClientOptions(postgrest_client_timeout=10))
+        if sub:
+            sb.postgrest.auth(pyjwt.encode({"sub": sub, "role": "authenticated", "exp": int(time.time()) + 600},
+                                           secret, algorithm="HS256"))
+        return sb.schema(USER)
+
+    app = create_app(url, service_key=service_key, anon_key=anon_key, exposed_schemas=[USER],
+                     jwt_secret=secret)
+    with serve(app) as base:
+        alice, bob, anon = client(base, ALICE), client(base, BOB), client(base, None)
+        job = alice.rpc("enqueue", {"p_type": "export", "p_payload": {"month": "2026-11"}}).execute().data
+        assert [r["id"] for r in alice.table("jobs").select("*").execute().data] == [job]
+        assert bob.table("jobs").select("*").execute().data == []
+        assert bob.rpc("cancel", {"p_id": job}).execute().data is False
+        from postgrest.exceptions import APIError
+
+        for call, code in ((lambda: bob.rpc("enqueue", {"p_type": "send_email", "p_payload": {}}), "42501"),
+                           (lambda: alice.rpc("enqueue", {"p_type": "export", "p_payload": {"x": "y" * 300}}),
+                            "PT413"),
+                           (lambda: anon.rpc("enqueue", {"p_type": "export", "p_payload": {}}), "42501")):
+            with pytest.raises(APIError) as refused:
+                call().execute()
+            assert refused.value.code == code, refused.value
+        assert alice.rpc("cancel", {"p_id": job}).execute().data is True
+        assert alice.table("jobs").select("*").execute().data[0]["status"] == "cancelled"

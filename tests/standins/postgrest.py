@@ -16,9 +16,13 @@ the real database, modelled on PostgREST 12-14 (Error.hs, QueryBuilder.hs) and S
   value for a scalar, an object for a composite; 204 for void. SQL errors -> ``{"code", "details",
   "hint", "message"}`` with PostgREST's SQLSTATE -> HTTP table (42501: 401 as anon, else 403).
 
+With ``jwt_secret``, a Bearer token that is neither key is read as a signed-in user's JWT (HS256, with
+``exp`` and ``role``): its role and all its claims (``request.jwt.claims``) apply. ``GET /rest/v1/<table>``
+returns every row the role may read (RLS decides), without filters.
+
 Not modelled: the schema cache (pg_proc is read per request), filters/select/order on results, Prefer
-(ignored), single unnamed json/text/bytea parameters, per-role settings (statement_timeout), JWT claims
-beyond ``{"role": ...}``, the table routes.
+(ignored), single unnamed json/text/bytea parameters, per-role settings (statement_timeout), table
+writes.
 
 Usage: ``with serve(create_app(url, service_key=K, anon_key=A, exposed_schemas=["jobkit"])) as base:``
 (``base`` is ``http://127.0.0.1:<port>``; supabase-py's ``create_client(base, K)`` appends ``/rest/v1``).
@@ -118,10 +122,13 @@ def _no_function(schema: str, fn: str, keys: list[str], post: bool, names: list[
                   " the schema cache.", guess and f"Perhaps you meant to call the function {schema}.{guess}")
 
 
-def _call(db_url: str, role: str, schema: str, fn: str, args: dict[str, Any], post: bool) -> Response:
+def _call(db_url: str, role: str, schema: str, fn: str, args: dict[str, Any], post: bool,
+          claims: dict[str, Any] | None = None) -> Response:
     try:
         with psycopg.connect(db_url, autocommit=True) as conn:
-            return _invoke(conn, role, schema, fn, args, post)
+            if fn.startswith("table:"):
+                return _select(conn, role, schema, fn.removeprefix("table:"), claims or {"role": role})
+            return _invoke(conn, role, schema, fn, args, post, claims or {"role": role})
     except psycopg.Error as exc:
         if exc.sqlstate is None:
             return _pgrst(503, "PGRST000", "Database connection error. Retrying the connection.", str(exc))
@@ -131,8 +138,21 @@ def _call(db_url: str, role: str, schema: str, fn: str, args: dict[str, Any], po
                       _BEARER if status == 401 else None)
 
 
+def _select(conn: psycopg.Connection[Any], role: str, schema: str, table: str,
+            claims: dict[str, Any]) -> Response:
+    """``GET /rest/v1/<table>`` with no filters: every row the role may read (RLS decides), as JSON."""
+    with conn.transaction():
+        conn.execute("set transaction read only")
+        conn.execute(sql.SQL("set local role {}").format(sql.Identifier(role)))
+        conn.execute("select pg_catalog.set_config('request.jwt.claims', %s, true)", (json.dumps(claims),))
+        row = conn.execute(sql.SQL("select coalesce(pg_catalog.json_agg(t), '[]')::text from {} t").format(
+            sql.Identifier(schema, table))).fetchone()
+    assert row is not None
+    return Response(row[0], 200, media_type=JSON_TYPE)
+
+
 def _invoke(conn: psycopg.Connection[Any], role: str, schema: str, fn: str, args: dict[str, Any],
-            post: bool) -> Response:
+            post: bool, claims: dict[str, Any]) -> Response:
     found = conn.execute(_ROUTINES, (schema, fn)).fetchall()
     matches = [r for r in found if all(a["name"] for a in r[4]) and set(args) <= {a["name"] for a in r[4]}
                and {a["name"] for a in r[4] if a["required"]} <= set(args)]
@@ -174,7 +194,7 @@ def _invoke(conn: psycopg.Connection[Any], role: str, schema: str, fn: str, args
         conn.execute(sql.SQL("set local role {}").format(sql.Identifier(role)))
         conn.execute("select pg_catalog.set_config('search_path', %s, true), pg_catalog.set_config("
                      "'request.jwt.claims', %s, true), pg_catalog.set_config('request.method', %s, true)",
-                     (search_path, json.dumps({"role": role}), "POST" if post else "GET"))
+                     (search_path, json.dumps(claims), "POST" if post else "GET"))
         row = conn.execute(query, (json.dumps(args),)).fetchone()
     assert row is not None
     if void:
@@ -184,7 +204,7 @@ def _invoke(conn: psycopg.Connection[Any], role: str, schema: str, fn: str, args
 
 
 def create_app(db_url: str, *, service_key: str, anon_key: str | None = None,
-               exposed_schemas: Sequence[str]) -> Starlette:
+               exposed_schemas: Sequence[str], jwt_secret: str | None = None) -> Starlette:
     """The stand-in as an ASGI app: ``POST`` and ``GET /rest/v1/rpc/{fn}`` (see the module docstring)."""
     schemas = list(exposed_schemas)
     if not schemas:
@@ -202,6 +222,9 @@ def create_app(db_url: str, *, service_key: str, anon_key: str | None = None,
         if scheme.lower() != "bearer" or not token.strip():
             return _pgrst(401, "PGRST302", "Anonymous access is disabled", None, None, _BEARER)
         roles = [r for k, r in ((service_key, "service_role"), (anon_key, "anon")) if _same(token.strip(), k)]
+        claims = _user_claims(token.strip(), jwt_secret) if not roles else None
+        if claims is not None:
+            roles = [str(claims["role"])]
         if not roles:
             return _pgrst(401, "PGRST301", "No suitable key or wrong key type",
                           headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
@@ -223,9 +246,26 @@ def create_app(db_url: str, *, service_key: str, anon_key: str | None = None,
             for key in dict.fromkeys(k for k in request.query_params if k not in _RESERVED_QUERY):
                 values = request.query_params.getlist(key)
                 args[key] = values[0] if len(values) == 1 else values
-        return await run_in_threadpool(_call, db_url, roles[0], schema, request.path_params["fn"], args, post)
+        fn = request.path_params.get("fn") or "table:" + request.path_params["table"]
+        return await run_in_threadpool(_call, db_url, roles[0], schema, fn, args, post, claims)
 
-    return Starlette(routes=[Route("/rest/v1/rpc/{fn}", rpc, methods=["GET", "POST"])])
+    return Starlette(routes=[Route("/rest/v1/rpc/{fn}", rpc, methods=["GET", "POST"]),
+                             Route("/rest/v1/{table}", rpc, methods=["GET"])])
+
+
+def _user_claims(token: str, jwt_secret: str | None) -> dict[str, Any] | None:
+    """A signed-in user's JWT (Supabase Auth's access token, HS256 with the project's JWT secret):
+    its claims, whose role PostgREST switches to; None when it is not one."""
+    if jwt_secret is None:
+        return None
+    import jwt
+
+    try:
+        claims: dict[str, Any] = jwt.decode(token, jwt_secret, algorithms=["HS256"],
+                                            options={"require": ["exp", "role"], "verify_aud": False})
+    except jwt.PyJWTError:
+        return None
+    return claims if claims["role"] in ("anon", "authenticated") else None
 
 
 @contextmanager

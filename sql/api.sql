@@ -6,13 +6,17 @@
 create schema if not exists {{ api }};
 revoke all on schema {{ api }} from public;
 
+drop function if exists {{ api }}.enqueue(text, jsonb, int, timestamptz, int, text, interval);
+drop function if exists {{ api }}.enqueue_many(text[], jsonb, int[], timestamptz[], int[], text[]);
+
 create or replace function {{ api }}.enqueue(
     p_type text, p_payload jsonb, p_priority int default 0, p_run_at timestamptz default null,
-    p_max_attempts int default null, p_idempotency_key text default null, p_delay interval default null
+    p_max_attempts int default null, p_idempotency_key text default null, p_delay interval default null,
+    p_concurrency_key text default null, p_debounce interval default null, p_throttle interval default null
 ) returns uuid language sql volatile set search_path = '' as $$
     select {{ s }}.enqueue(p_type, p_payload, p_priority,
                            coalesce(p_run_at, pg_catalog.now() + coalesce(p_delay, interval '0')),
-                           p_max_attempts, p_idempotency_key)
+                           p_max_attempts, p_idempotency_key, p_concurrency_key, p_debounce, p_throttle)
 $$;
 
 -- JSON values in arrays arrive as one jsonb array, not jsonb[]: PostgREST reads arguments with
@@ -23,12 +27,13 @@ drop function if exists {{ api }}.complete_jobs(uuid[], int[], jsonb[]);
 
 create or replace function {{ api }}.enqueue_many(
     p_type text[], p_payload jsonb, p_priority int[] default null, p_run_at timestamptz[] default null,
-    p_max_attempts int[] default null, p_idempotency_key text[] default null
+    p_max_attempts int[] default null, p_idempotency_key text[] default null,
+    p_concurrency_key text[] default null
 ) returns table (ord bigint, id uuid) language sql volatile set search_path = '' as $$
     select * from {{ s }}.enqueue_many(
         p_type, array(select e.v from pg_catalog.jsonb_array_elements(p_payload) with ordinality e(v, n)
                       order by e.n),
-        p_priority, p_run_at, p_max_attempts, p_idempotency_key)
+        p_priority, p_run_at, p_max_attempts, p_idempotency_key, p_concurrency_key)
 $$;
 
 -- Signatures of earlier jobkit versions (a changed return type or argument list needs a drop).

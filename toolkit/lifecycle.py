@@ -183,7 +183,8 @@ def enqueue_params(job: NewJob) -> dict[str, Any]:
     return {
         "type": job.type, "payload": json_param(job.payload), "priority": job.priority or 0,
         "run_at": job.run_at, "delay": job.delay, "max_attempts": job.max_attempts,
-        "idempotency_key": job.idempotency_key,
+        "idempotency_key": job.idempotency_key, "concurrency_key": job.concurrency_key,
+        "debounce": job.debounce, "throttle": job.throttle,
     }
 
 
@@ -198,6 +199,7 @@ def enqueue_many_params(jobs: Sequence[NewJob]) -> dict[str, Any]:
         "delays": _nullable([j.delay for j in jobs]),
         "max_attempts": _nullable([j.max_attempts for j in jobs]),
         "idempotency_keys": _nullable([j.idempotency_key for j in jobs]),
+        "concurrency_keys": _nullable([j.concurrency_key for j in jobs]),
     }
 
 

@@ -52,3 +52,11 @@ def crash(payload: Any, ctx: Any) -> None:
 def sysexit(payload: Any, ctx: Any) -> None:
     """sys.exit() in a handler: it ends this attempt, not the worker."""
     raise SystemExit(3)
+
+
+@jobs.handler("fault.keyed", timeout=30, lease=5, backoff=QUICK)
+def keyed(payload: Any, ctx: Any) -> Any:
+    """A job of a fair type with a per-key limit (tests/faults/test_concurrency_keys.py)."""
+    side_effect(ctx)
+    time.sleep(float(payload.get("seconds", 0.01)))
+    return None

@@ -174,11 +174,15 @@ def enqueue_many_body(jobs: Sequence[NewJob]) -> dict[str, Any]:
     wrapper takes absolute times)."""
     if any(j.delay is not None for j in jobs):
         raise ConfigError("delay is not supported through the Data API", hint="pass run_at instead")
+    if any(j.debounce is not None or j.throttle is not None for j in jobs):
+        raise ConfigError("debounce and throttle are not supported through the Data API",
+                          hint="enqueue them over a database connection (JOBKIT_DB_URL)")
     params = enqueue_many_params(jobs)
     return {"p_type": [j.type for j in jobs], "p_payload": [j.payload for j in jobs],
             "p_priority": params["priorities"],
             "p_run_at": [j.run_at.isoformat() if j.run_at else None for j in jobs],
-            "p_max_attempts": params["max_attempts"], "p_idempotency_key": params["idempotency_keys"]}
+            "p_max_attempts": params["max_attempts"], "p_idempotency_key": params["idempotency_keys"],
+            "p_concurrency_key": params["concurrency_keys"]}
 
 
 _TIMES = ("scheduled_for", "started_at", "completed_at", "created_at", "lease_expires_at", "updated_at")

@@ -165,3 +165,12 @@ select p.oid::pg_catalog.regprocedure::pg_catalog.text as signature,
                       || coalesce(p.proacl::pg_catalog.text, '') || coalesce(n.nspacl::pg_catalog.text, '')) as body
 from pg_catalog.pg_proc p join pg_catalog.pg_namespace n on n.oid = p.pronamespace
 where n.nspname = %(schema)s
+
+-- name: pause_type
+select {{ s }}.pause_type(%(type)s, %(key)s) as changed
+
+-- name: resume_type
+select {{ s }}.resume_type(%(type)s, %(key)s) as changed
+
+-- name: pauses_all
+select type, key, paused_at from {{ s }}.pauses order by type, key nulls first

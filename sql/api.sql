@@ -78,6 +78,11 @@ returns setof uuid language sql volatile set search_path = '' as $$
     select * from {{ s }}.release_jobs(p_ids, p_attempts)
 $$;
 
+create or replace function {{ api }}.running_check(p_ids uuid[], p_attempts int[])
+returns table (id uuid, status text) language sql volatile set search_path = '' as $$
+    select * from {{ s }}.running_check(p_ids, p_attempts)
+$$;
+
 create or replace function {{ api }}.take_tokens(p_key text, p_want int)
 returns int language sql volatile set search_path = '' as $$
     select {{ s }}.take_tokens(p_key, p_want)

@@ -255,6 +255,19 @@ def test_extend_keeps_only_held_leases(run: Run[Any]) -> None:
     run(body)
 
 
+def test_running_check_names_the_attempts_that_lost_their_job(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        held, done = await b.enqueue_many([NewJob("t", 1), NewJob("t", 2)])
+        claimed = {c.id: c for c in await b.claim("t", 2, "w", LEASE)}
+        await b.complete([(done, claimed[done].attempts, None)])
+        running = [(held, claimed[held].attempts), (done, claimed[done].attempts)]
+        assert await b.running_check(running) == {done: "completed"}
+        assert await b.running_check([(held, claimed[held].attempts + 1)]) == {held: "processing"}
+        assert await b.running_check([]) == {}
+
+    run(body)
+
+
 def test_release_makes_the_job_claimable_now_without_using_an_attempt(run: Run[Any]) -> None:
     async def body(b: Backend) -> None:
         job_id = await b.enqueue(NewJob("t", 1))

@@ -282,24 +282,34 @@ class Drainer:
         timeout = handler.timeout.total_seconds() if handler else 0.0
         while d.queue and not self._stopping:
             running = d.queue.popleft()
+            if running.cancelled:  # cancelled while it waited for a slot: nothing to run or record
+                self._dropped(running)
+                continue
             started = loop.time()
             running.task, running.deadline, running.state = me, started + timeout, "running"
             try:
                 ok, value = await self._execute(running, handler)
             except asyncio.CancelledError:
-                if not running.timed_out or me is None:
+                if running.cancelled and not running.timed_out and not self._stopping and me is not None:
+                    me.uncancel()  # cancel_job stopped it (see below)
+                    ok, value = False, None
+                elif not running.timed_out or me is None:
                     raise  # shutdown: the job is released
-                me.uncancel()
-                ok, value = False, TimeoutError(
-                    f"handler timed out after {timeout:g}s; the attempt was abandoned")
+                else:
+                    me.uncancel()
+                    ok, value = False, TimeoutError(
+                        f"handler timed out after {timeout:g}s; the attempt was abandoned")
             except BaseException as exc:  # noqa: BLE001 - a bug of jobkit's: the job still reaches a state
                 log.exception("running job %s failed inside jobkit", running.job.id)
                 ok, value = False, exc
             else:
-                if running.timed_out and me is not None and me.cancelling():
+                if (running.timed_out or running.cancelled) and me is not None and me.cancelling():
                     me.uncancel()  # the handler swallowed the cancellation and finished anyway
             self.window.observe(loop.time() - started)
             self.observer.ran(running.job.type, loop.time() - started)
+            if running.cancelled:  # cancel_job recorded the attempt; a late result is not stored
+                self._dropped(running)
+                continue
             running.state = "recording"
             self._recorder.record(running, ok, value)
 
@@ -313,6 +323,7 @@ class Drainer:
             )
         loop = asyncio.get_running_loop()
         ctx = JobContext(job, backend=self.backend, loop=loop, lease=running.lease, deadline=running.deadline)
+        running.ctx = ctx
         try:
             if handler.is_async:
                 result = await handler.func(job.payload, ctx)
@@ -331,6 +342,12 @@ class Drainer:
     def _settled(self, running: Running) -> None:
         self._running.discard(running)
         self._changed.set()
+
+    def _dropped(self, running: Running) -> None:
+        """A job cancelled while this worker held it: counted, never recorded (cancel_job did)."""
+        running.drain.summary.cancelled += 1
+        running.state = "cancelled"
+        self._settled(running)
 
 
 class Outage:

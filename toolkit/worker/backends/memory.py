@@ -169,6 +169,14 @@ class MemoryBackend:
                 released.add(job_id)
         return released
 
+    async def running_check(self, running: Sequence[tuple[UUID, int]]) -> dict[UUID, str]:
+        lost = {}
+        for job_id, attempt in running:
+            row = self.rows.get(job_id)
+            if row is None or row.status != "processing" or row.attempts != attempt:
+                lost[job_id] = "gone" if row is None else row.status
+        return lost
+
     async def get(self, job_id: UUID) -> Job | None:
         row = self.rows.get(job_id)
         return None if row is None else _job(row)

@@ -118,6 +118,13 @@ class SupabaseBackend:
             "p_ids": [str(r[0]) for r in running], "p_attempts": [r[1] for r in running]})
         return {UUID(i) for i in ids or []}
 
+    async def running_check(self, running: Sequence[tuple[UUID, int]]) -> dict[UUID, str]:
+        if not running:
+            return {}
+        rows = await self._rpc("running_check", {"p_ids": [str(i) for i, _a in running],
+                                                 "p_attempts": [a for _i, a in running]})
+        return {UUID(r["id"]): r["status"] for r in rows or []}
+
     async def take_tokens(self, key: str, want: int) -> int:
         return int(await self._rpc("take_tokens", {"p_key": key, "p_want": want}) or 0)
 

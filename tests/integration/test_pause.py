@@ -4,6 +4,7 @@ commits finds nothing), nothing wakes the workers for it, and resuming wakes the
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from datetime import datetime, timedelta
 from typing import Any
@@ -104,3 +105,37 @@ def test_a_pause_stops_a_running_drain_within_one_claim(
     assert result.exit_code == 0 and result.output == "resumed slowish\n"
     assert runner.invoke(cli, ["resume", "slowish", "--db-url", db_url]).output == "slowish was not paused\n"
     assert len(manager.claim("slowish", 5000, "w", LEASE)) == 3000 - summary.completed
+
+
+def test_status_jobs_list_and_doctor_show_keys_pauses_and_cancellations(
+    db_url: str, manager: Lifecycle, settings: Settings
+) -> None:
+    db = Database(db_url)
+    deploy(db, Settings(db_url=db_url, types={"report": TypeConfig(fair=True, max_running_per_key=2)}),
+           DeployOptions(schedules=False), echo=lambda _m: None)
+    manager.enqueue_many([NewJob("report", {}, concurrency_key=f"tenant:{k}") for k in (1, 1, 1, 2)])
+    claimed = manager.claim("report", 10, "w", LEASE)
+    assert manager.cancel(claimed[0].id)
+    pauses.pause(db, settings, "report", "tenant:2")
+    pauses.pause(db, settings, "idle")
+    runner = CliRunner()
+    status = json.loads(runner.invoke(cli, ["status", "--json", "--db-url", db_url]).output)
+    report = {t["type"]: t for t in status["types"]}["report"]
+    assert (report["fair"], report["max_running_per_key"], report["keys"], report["cancelled_1h"],
+            report["paused_keys"], report["processing"]) == (True, 2, 2, 1, 1, 2)
+    assert {t["type"]: t["paused"] for t in status["types"]}["idle"] is True
+    assert {(k["key"], k["running"], k["runnable"]) for k in status["keys"]} == {("tenant:1", 1, 1),
+                                                                                  ("tenant:2", 1, 0)}
+    assert [(p["type"], p["key"]) for p in status["pauses"]] == [("idle", None), ("report", "tenant:2")]
+    table = runner.invoke(cli, ["status", "--db-url", db_url], env={"COLUMNS": "250"}).output
+    assert "report (1 keys paused)" in table and "idle (paused)" in table and "(2/key)" in table
+    listed = json.loads(runner.invoke(cli, ["jobs", "list", "--json", "--key", "tenant:1", "--db-url",
+                                            db_url]).output)
+    assert [r["key"] for r in listed] == ["tenant:1"] * 3
+    assert "tenant:1" in runner.invoke(cli, ["jobs", "list", "--db-url", db_url], env={"COLUMNS": "250"}).output
+    checks = {c["name"]: c for c in json.loads(
+        runner.invoke(cli, ["doctor", "--json", "--db-url", db_url]).stdout)}
+    assert checks["concurrency"]["status"] == "warn"
+    assert "paused: idle, report key tenant:2" in checks["concurrency"]["detail"]
+    assert "report 2/key" in checks["concurrency"]["detail"] and "1 while running" in checks["concurrency"]["detail"]
+    assert checks["concurrency"]["fix"] == "jobkit resume idle"

@@ -642,6 +642,7 @@ declare
     v_cursor text;
     v_keys text[];
     v_rooms int[];
+    v_firsts uuid[];
     v_quota int;
     v_ids uuid[];
     v_last text;
@@ -676,32 +677,41 @@ begin
     for v_pass in 1 .. 4 loop
         v_want := v_limit - v_total;
         exit when v_want <= 0;
-        -- The keys with a due job and room, in turn from the cursor (at most v_want of them).
-        with recursive after_cursor(key, n) as (
-            (select j.concurrency_key, 1 from {{ s }}.jobs j
+        -- The keys with a due job and room, in turn from the cursor (at most v_want of them), each
+        -- with its first job in claim order: one probe of jobs_key_claim_idx per key.
+        with recursive after_cursor(key, id, at, n) as (
+            (select j.concurrency_key, j.id, j.scheduled_for, 1 from {{ s }}.jobs j
              where j.type = p_type and j.status = 'pending' and j.concurrency_key > v_cursor
-             order by j.concurrency_key limit 1)
+             order by j.concurrency_key, j.priority desc, j.scheduled_for limit 1)
             union all
-            select (select j.concurrency_key from {{ s }}.jobs j
-                    where j.type = p_type and j.status = 'pending' and j.concurrency_key > a.key
-                    order by j.concurrency_key limit 1), a.n + 1
-            from after_cursor a where a.key is not null
-        ), up_to_cursor(key, n) as (
-            (select j.concurrency_key, 1000000000 from {{ s }}.jobs j
+            select x.concurrency_key, x.id, x.scheduled_for, a.n + 1
+            from after_cursor a cross join lateral (
+                select j.concurrency_key, j.id, j.scheduled_for from {{ s }}.jobs j
+                where j.type = p_type and j.status = 'pending' and j.concurrency_key > a.key
+                order by j.concurrency_key, j.priority desc, j.scheduled_for limit 1) x
+        ), up_to_cursor(key, id, at, n) as (
+            (select j.concurrency_key, j.id, j.scheduled_for, 1000000000 from {{ s }}.jobs j
              where j.type = p_type and j.status = 'pending' and j.concurrency_key is not null
-             order by j.concurrency_key limit 1)
+             order by j.concurrency_key, j.priority desc, j.scheduled_for limit 1)
             union all
-            select (select j.concurrency_key from {{ s }}.jobs j
-                    where j.type = p_type and j.status = 'pending' and j.concurrency_key > u.key
-                    order by j.concurrency_key limit 1), u.n + 1
-            from up_to_cursor u where u.key is not null and (v_cursor is null or u.key < v_cursor)
+            select x.concurrency_key, x.id, x.scheduled_for, u.n + 1
+            from up_to_cursor u cross join lateral (
+                select j.concurrency_key, j.id, j.scheduled_for from {{ s }}.jobs j
+                where j.type = p_type and j.status = 'pending' and j.concurrency_key > u.key
+                order by j.concurrency_key, j.priority desc, j.scheduled_for limit 1) x
+            where v_cursor is null or u.key < v_cursor
         ), walk as (
-            select a.key, a.n from after_cursor a where a.key is not null
+            select a.key, a.id, a.at, a.n from after_cursor a
             union all
-            select u.key, u.n from up_to_cursor u
-            where u.key is not null and (v_cursor is null or u.key <= v_cursor)
+            select u.key, u.id, u.at, u.n from up_to_cursor u where v_cursor is null or u.key <= v_cursor
         ), open as (
-            select w.key, w.n, r.room from walk w
+            select w.key, w.n, r.room,
+                   case when w.at <= now() then w.id  -- else a due job of a lower priority, if any
+                        else (select d.id from {{ s }}.jobs d
+                              where d.type = p_type and d.concurrency_key = w.key and d.status = 'pending'
+                                and d.scheduled_for <= now()
+                              order by d.priority desc, d.scheduled_for limit 1) end as first
+            from walk w
             cross join lateral (
                 select case when p_per_key is null then v_want
                             else p_per_key - (select count(*)::int from {{ s }}.jobs x
@@ -709,28 +719,30 @@ begin
                                                 and x.status = 'processing') end as room
             ) r
             where r.room > 0 and w.key <> all (p_paused)
-              and exists (select 1 from {{ s }}.jobs d
-                          where d.type = p_type and d.concurrency_key = w.key and d.status = 'pending'
-                            and d.scheduled_for <= now())
-            limit v_want
         )
-        select array_agg(o.key order by o.n), array_agg(o.room order by o.n) into v_keys, v_rooms from open o;
+        select array_agg(o.key order by o.n), array_agg(o.room order by o.n), array_agg(o.first order by o.n)
+        into v_keys, v_rooms, v_firsts
+        from (select * from open o where o.first is not null limit v_want) o;
         exit when v_keys is null;
         v_quota := ceil(v_want::numeric / cardinality(v_keys))::int;
         -- Round robin: every key's first job, then every key's second, ...
         select array_agg(p.id order by p.rank, p.n), (array_agg(p.key order by p.rank desc, p.n desc))[1]
         into v_ids, v_last
         from (
-            select c.id, c.rank, k.n, k.key
-            from unnest(v_keys, v_rooms) with ordinality as k(key, room, n)
+            select k.first as id, 1::bigint as rank, k.n, k.key
+            from unnest(v_keys, v_firsts) with ordinality as k(key, first, n)
+            union all
+            select c.id, c.rank + 1, k.n, k.key
+            from unnest(v_keys, v_rooms, v_firsts) with ordinality as k(key, room, first, n)
             cross join lateral unnest(array(
                 select j.id from {{ s }}.jobs j
                 where j.type = p_type and j.concurrency_key = k.key and j.status = 'pending'
-                  and j.scheduled_for <= now()
+                  and j.scheduled_for <= now() and j.id <> k.first
                 order by j.priority desc, j.scheduled_for
-                limit least(k.room, v_quota)
+                limit least(k.room, v_quota) - 1
             )) with ordinality as c(id, rank)
-            order by c.rank, k.n
+            where v_quota > 1 and k.room > 1
+            order by 2, 3
             limit v_want
         ) p;
         exit when v_ids is null;

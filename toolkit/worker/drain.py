@@ -140,6 +140,9 @@ class Drainer:
                 self._take(d, jobs)
                 idle_since, pause = None, LINGER_FIRST
                 continue
+            if await self._held_back(d):
+                await self._wait_change()  # a job of this drain settles: its key has room again
+                continue
             now = loop.time()
             idle_since = now if idle_since is None else idle_since
             if now - idle_since + pause > linger or now + pause >= deadline:
@@ -261,6 +264,16 @@ class Drainer:
         self._changed.set()
         if not task.cancelled() and task.exception() is not None:  # a bug in jobkit, not a handler's
             log.error("a job runner failed", exc_info=task.exception())
+
+    async def _held_back(self, d: DrainState) -> bool:
+        """Nothing claimed while this drain still runs jobs, yet jobs are due: a fair type's limits
+        (max_running_per_key, max_running) hold them back until running jobs finish."""
+        if not (d.runners or d.queue) or self._stopping:
+            return False
+        try:
+            return await self.backend.due_count(d.summary.type) > 0
+        except ConnectionFailed:
+            return False
 
     async def _wait_for_tokens(self, d: DrainState, deadline: float) -> bool:
         """Nothing claimed: if a rate limit held jobs back, wait for its next token (within budget)."""

@@ -303,6 +303,8 @@ create trigger job_types_key_backfill after insert or update of fair on {{ s }}.
 
 -- Enqueue one job. With an idempotency key, an unfinished job of the same type and key is returned
 -- instead of a new one. p_max_attempts null: decided when it runs (the handler's, else the type's).
+-- p_concurrency_key null: the type's key template, else '' for a fair type, else none. p_debounce /
+-- p_throttle: see _enqueue_windowed.
 create function {{ s }}.enqueue(
     p_type text,
     p_payload jsonb,
@@ -548,7 +550,9 @@ $$;
 -- back). p_max_attempts is the claiming handler's own max_attempts (null: none). Returns what a
 -- handler needs, in priority order; max_attempts is the number of this round's last attempt
 -- (round_start + the attempt limit), so attempts = max_attempts means "the last try". The ids go
--- through an array so that the update probes the primary key whatever the planner guesses.
+-- through an array so that the update probes the primary key whatever the planner guesses. Nothing
+-- of a paused type; a paused key's jobs are skipped. A fair type (job_types.fair) claims through
+-- _claim_fair: per-key and per-type running limits, keys served round-robin.
 create function {{ s }}.claim_jobs(
     p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text default null,
     p_max_attempts int default null

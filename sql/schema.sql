@@ -15,7 +15,8 @@
 --   completed   complete_jobs stored the result. Terminal; pruned after the retention.
 --   failed      out of attempts in its round (or a permanent error); sweep_dead moves it on.
 --   dead        dead-lettered for manual review; retry_job revives it. Pruned after the retention.
---   cancelled   cancel_job stopped it; a running attempt's late completion is refused.
+--   cancelled   cancel_job stopped it; a running attempt's worker is told on its heartbeat (running_check)
+--               and its late completion is refused.
 --
 -- The attempt limit of a job is the first of: its own max_attempts as enqueued, the max_attempts of
 -- the handler that last claimed it (handler_max_attempts), its type's setting, the defaults row.
@@ -283,7 +284,7 @@ $$;
 
 -- A type that becomes fair gives its unfinished jobs their keys (fair claims see only keyed jobs).
 create function {{ s }}.job_types_key_backfill() returns trigger
-language plpgsql security definer set search_path = '' as $$
+language plpgsql set search_path = '' as $$
 begin
     if new.fair and (tg_op = 'INSERT' or not old.fair) then
         update {{ s }}.jobs j

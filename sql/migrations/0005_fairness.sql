@@ -72,7 +72,7 @@ end
 $$;
 
 create function {{ s }}.job_types_key_backfill() returns trigger
-language plpgsql security definer set search_path = '' as $$
+language plpgsql set search_path = '' as $$
 begin
     if new.fair and (tg_op = 'INSERT' or not old.fair) then
         update {{ s }}.jobs j

@@ -2,13 +2,15 @@
 max_running_per_key = 2. A statement trigger logs, at every change of a job's status, how many
 jobs of each key it touched are processing, and a sampler polls the whole table meanwhile; neither
 may ever see more than 2. Every job completes exactly once, also when a worker is killed -9
-midway (its jobs are held until their lease expires and the sweep hands them on)."""
+midway (its jobs are held until their lease expires and the sweep hands them on). Every 50th
+job fails its first attempt and is retried, so retries go through the limits too."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 import pytest
@@ -79,7 +81,8 @@ def _sampler(url: str) -> Iterator[list[int]]:
 def _enqueue(url: str) -> list:
     with Database(url).session() as session:
         return Lifecycle(session, "jobkit").enqueue_many(
-            [NewJob("fault.keyed", {"tenant": i % KEYS, "seconds": 0.005}) for i in range(JOBS)])
+            [NewJob("fault.keyed", {"tenant": i % KEYS, "seconds": 0.005, "fail_first": i % 50 == 0})
+             for i in range(JOBS)])
 
 
 def _log_peak(url: str) -> tuple[int, int]:
@@ -111,11 +114,17 @@ def test_per_key_limit_holds_across_eight_workers(
     print(f"[faults] running per key: log max {logged} over {changes} changes; sampler max "
           f"{max(peaks)} over {len(peaks)} samples; attempts that did not complete: {_outcomes(url)}")
     assert verdict.completed == JOBS
+    retried, outcomes = _failed_first(url), _outcomes(url)
+    # Each planned failure is retried once (unless the kill cut its first attempt off first).
+    assert len(retried) == JOBS // 50
+    assert JOBS // 50 - outcomes.get("lease_expired", 0) <= outcomes.get("retry", 0) <= JOBS // 50
     assert changes > JOBS and len(peaks) > 10
     assert logged == PER_KEY and max(peaks) <= PER_KEY  # reached, never exceeded
     if fault == "kill -9":  # the killed worker's jobs waited for their lease, then went on
         expired = _outcomes(url).get("lease_expired", 0)
-        assert in_flight >= 1 and expired >= 1 and len(verdict.rerun) <= expired
+        assert in_flight >= 1 and expired >= 1 and len(set(verdict.rerun) - retried) <= expired
+    else:
+        assert set(verdict.rerun) == retried  # only the planned failures ran twice
 
 
 def _kill_midway(url: str, victim: Worker) -> int:
@@ -143,6 +152,12 @@ def _kill_midway(url: str, victim: Worker) -> int:
 def _holding(url: str, worker: str) -> int:
     """Jobs ``worker`` holds (claimed, running or waiting for a slot)."""
     return count(url, "status = 'processing' and worker_id = %s", (worker,))
+
+
+def _failed_first(url: str) -> set[Any]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return {r[0] for r in conn.execute(
+            "select id from jobkit.jobs where (payload ->> 'fail_first')::boolean").fetchall()}
 
 
 def _outcomes(url: str) -> dict[str, int]:

@@ -141,7 +141,8 @@ class Drainer:
                 idle_since, pause = None, LINGER_FIRST
                 continue
             if await self._held_back(d):
-                await self._wait_change()  # a job of this drain settles: its key has room again
+                if d.runners or d.queue:  # checked again with no await before the wait: no lost wake-up
+                    await self._wait_change()  # a job of this drain settles: its key has room again
                 continue
             now = loop.time()
             idle_since = now if idle_since is None else idle_since

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     text = report.render(results, meta, command.strip(), report.existing_notes(args.out))
     print()
     print(report.main_table(results))
-    for extra in (report.claim_table(results), report.bloat_table(results)):
+    for extra in (report.claim_table(results), report.keys_table(results), report.bloat_table(results)):
         if extra:
             print()
             print(extra)

@@ -130,6 +130,29 @@ def claim_table(results: Results) -> str:
         f"| {ratio(fut)} |"])
 
 
+def keys_table(results: Results) -> str:
+    """Concurrency keys (bench/keys.py): fair claims over 50 and 5,000 keys against keys off."""
+    p = results.preset
+    if all(results.value("jobkit", f"keys_{kind}_{s}") is None
+           for kind in ("claim", "drain") for s in ("off", "50", "5000")):
+        return ""
+
+    def ratio(metric: str, base: str) -> str:
+        x, b = results.value("jobkit", metric), results.value("jobkit", base)
+        return f"{x / b:.2f}x" if x is not None and b else "—"
+
+    rows = ["| Concurrency keys | claim 50 (ms, median) | vs keys off | drain c=16 (jobs/s) | vs keys off |",
+            "|---|---:|---:|---:|---:|"]
+    for suffix, label in (("off", "keys off (plain claim)"), ("50", "50 keys, fair claims"),
+                          ("5000", "5,000 keys, fair claims")):
+        rows.append(f"| {label} | {cell(results, 'jobkit', f'keys_claim_{suffix}')} "
+                    f"| {ratio(f'keys_claim_{suffix}', 'keys_claim_off')} "
+                    f"| {cell(results, 'jobkit', f'keys_drain_{suffix}')} "
+                    f"| {ratio(f'keys_drain_{suffix}', 'keys_drain_off')} |")
+    rows.append(f"\n{p.claim_small:,} due jobs per claim measurement, {p.n_drain:,} per drain.")
+    return "\n".join(rows)
+
+
 def wake_table(results: Results) -> str:
     """The path users run (bench/wake.py): backlogs through the wake path, bursts, punctuality."""
     p = results.preset
@@ -203,6 +226,8 @@ def render(results: Results, meta: dict[str, Any], command: str, notes: str) -> 
         wake_table(results),
         "",
         claim_table(results),
+        "",
+        keys_table(results),
         "",
         bloat_table(results),
         "",

@@ -10,13 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import jk, jk_extra, wake
+from . import keys as bench_keys
 from .cluster import BenchCluster
 from .common import Sample, median
 from .systems import PROC_CONCURRENCY, PROCS, System
 from .verify import Check
 
 Echo = Callable[[str], None]
-GROUPS = ("enqueue", "drain", "latency", "wake", "claim", "bloat")
+GROUPS = ("enqueue", "drain", "latency", "wake", "claim", "keys", "bloat")
 BLOAT_NAPTIME = "5s"
 
 
@@ -123,6 +124,19 @@ def _wake(measure: Callable[..., Sample], results: Results, jobkit: System, p: P
         results.add("jobkit", f"{kind}_p99", Sample(sample.extra.get("p99_ms"), sample.check))
 
 
+def _keys(measure: Callable[..., Sample], jobkit: System, p: Preset) -> None:
+    """Concurrency keys on (50 and 5,000 keys, fair claims) against off: claim cost, drain c=16."""
+    for suffix, keys in bench_keys.SHAPES:
+        shown = f"{keys:,} keys" if keys else "keys off"
+        measure(jobkit, f"keys_claim_{suffix}",
+                lambda u, k=keys: bench_keys.claim_cost(u, p.claim_small, k, p.claims),
+                f"claim 50, {shown} (ms)")
+    for suffix, keys in bench_keys.SHAPES:
+        shown = f"{keys:,} keys" if keys else "keys off"
+        measure(jobkit, f"keys_drain_{suffix}", lambda u, k=keys: bench_keys.drain(u, p.n_drain, k),
+                f"drain c=16, {shown} (jobs/s)")
+
+
 def run(cluster: BenchCluster, preset: Preset, systems: list[System], groups: tuple[str, ...],
         echo: Echo = print) -> Results:
     for s in systems:
@@ -170,6 +184,8 @@ def run(cluster: BenchCluster, preset: Preset, systems: list[System], groups: tu
                                         ("claim_future", p.claim_small, p.claim_future)):
                 measure(jobkit, metric, lambda u, d=due, f=future: jk_extra.claim_cost(u, d, f, p.claims),
                         f"claim 50: {due:,} due + {future:,} future (ms)")
+        if "keys" in groups and jobkit:
+            _keys(measure, jobkit, p)
         if "bloat" in groups and r == 0 and jobkit:
             # Time compression: minutes stand for hours of traffic, so autovacuum wakes every
             # BLOAT_NAPTIME instead of every minute while these run (prune runs after every wave).

@@ -63,6 +63,11 @@ def evaluate(results: Results) -> list[tuple[str, str, str]]:
         f"{fut:.2f} / {small:.2f} ms = {fut / small:.2f}x" if small and fut else "—",
         fut / small <= 1.3 if small and fut else None)
     row(*_bounded(results))
+    for keys in ("50", "5000"):
+        on, off = v("jobkit", f"keys_drain_{keys}"), v("jobkit", "keys_drain_off")
+        row(f"Drain with {int(keys):,} concurrency keys >= 70% of keys off",
+            f"{on:,.0f}/s vs {off:,.0f}/s: {on / off:.0%}" if on and off else "—",
+            on >= 0.7 * off if on and off else None)
     for n in p.backlogs:
         for transport in ("pg_net", "notify"):
             ratio = paired_ratio(results, f"wake_{transport}_{n}", f"direct_{n}")

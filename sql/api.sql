@@ -8,15 +8,20 @@ revoke all on schema {{ api }} from public;
 
 -- Signatures of earlier jobkit versions (a parameter added: a new signature, the old one dropped).
 drop function if exists {{ api }}.enqueue(text, jsonb, int, timestamptz, int, text, interval);
+drop function if exists {{ api }}.enqueue(text, jsonb, int, timestamptz, int, text, interval, jsonb);
+drop function if exists {{ api }}.enqueue_many(text[], jsonb, int[], timestamptz[], int[], text[]);
+drop function if exists {{ api }}.enqueue_many(text[], jsonb, int[], timestamptz[], int[], text[], jsonb);
 
 create or replace function {{ api }}.enqueue(
     p_type text, p_payload jsonb, p_priority int default 0, p_run_at timestamptz default null,
     p_max_attempts int default null, p_idempotency_key text default null, p_delay interval default null,
-    p_trace_context jsonb default null
+    p_trace_context jsonb default null, p_concurrency_key text default null, p_debounce interval default null,
+    p_throttle interval default null
 ) returns uuid language sql volatile set search_path = '' as $$
     select {{ s }}.enqueue(p_type, p_payload, p_priority,
                            coalesce(p_run_at, pg_catalog.now() + coalesce(p_delay, interval '0')),
-                           p_max_attempts, p_idempotency_key, p_trace_context)
+                           p_max_attempts, p_idempotency_key, p_trace_context, p_concurrency_key, p_debounce,
+                           p_throttle)
 $$;
 
 -- JSON values in arrays arrive as one jsonb array, not jsonb[]: PostgREST reads arguments with
@@ -28,12 +33,13 @@ drop function if exists {{ api }}.enqueue_many(text[], jsonb, int[], timestamptz
 
 create or replace function {{ api }}.enqueue_many(
     p_type text[], p_payload jsonb, p_priority int[] default null, p_run_at timestamptz[] default null,
-    p_max_attempts int[] default null, p_idempotency_key text[] default null, p_trace_context jsonb default null
+    p_max_attempts int[] default null, p_idempotency_key text[] default null, p_trace_context jsonb default null,
+    p_concurrency_key text[] default null
 ) returns table (ord bigint, id uuid) language sql volatile set search_path = '' as $$
     select * from {{ s }}.enqueue_many(
         p_type, array(select e.v from pg_catalog.jsonb_array_elements(p_payload) with ordinality e(v, n)
                       order by e.n),
-        p_priority, p_run_at, p_max_attempts, p_idempotency_key, p_trace_context)
+        p_priority, p_run_at, p_max_attempts, p_idempotency_key, p_trace_context, p_concurrency_key)
 $$;
 
 -- Signatures of earlier jobkit versions (a changed return type or argument list needs a drop).
@@ -79,6 +85,11 @@ $$;
 create or replace function {{ api }}.release_jobs(p_ids uuid[], p_attempts int[])
 returns setof uuid language sql volatile set search_path = '' as $$
     select * from {{ s }}.release_jobs(p_ids, p_attempts)
+$$;
+
+create or replace function {{ api }}.running_check(p_ids uuid[], p_attempts int[])
+returns table (id uuid, status text) language sql volatile set search_path = '' as $$
+    select * from {{ s }}.running_check(p_ids, p_attempts)
 $$;
 
 create or replace function {{ api }}.take_tokens(p_key text, p_want int)

@@ -15,7 +15,8 @@
 --   completed   complete_jobs stored the result. Terminal; pruned after the retention.
 --   failed      out of attempts in its round (or a permanent error); sweep_dead moves it on.
 --   dead        dead-lettered for manual review; retry_job revives it. Pruned after the retention.
---   cancelled   cancel_job stopped it; a running attempt's late completion is refused.
+--   cancelled   cancel_job stopped it; a running attempt's worker is told on its heartbeat (running_check)
+--               and its late completion is refused.
 --
 -- The attempt limit of a job is the first of: its own max_attempts as enqueued, the max_attempts of
 -- the handler that last claimed it (handler_max_attempts), its type's setting, the defaults row.
@@ -49,12 +50,14 @@ create table {{ s }}.jobs (
     -- 0004: the producer's W3C trace context as its propagator wrote it ({"traceparent": ...,
     -- "tracestate": ...}); null when the enqueuer had no OpenTelemetry tracing configured.
     trace_context        jsonb,
+    concurrency_key      text,  -- 0005: its key (given or from the type's template); '' = no key of its own
     owner                uuid,  -- 0007: the app user it belongs to (the per-user API sets it)
     constraint jobs_type_not_empty check (type <> ''),
     constraint jobs_lease_when_processing check (status <> 'processing' or lease_expires_at is not null),
     constraint jobs_scheduled_for_finite check (pg_catalog.isfinite(scheduled_for)),  -- 0002: no infinity
     constraint jobs_trace_context_object
-        check (trace_context is null or pg_catalog.jsonb_typeof(trace_context) = 'object')  -- 0004
+        check (trace_context is null or pg_catalog.jsonb_typeof(trace_context) = 'object'),  -- 0004
+    constraint jobs_concurrency_key_length check (pg_catalog.length(concurrency_key) <= 1000)
 ) with (
     autovacuum_vacuum_scale_factor = 0.02,
     autovacuum_vacuum_insert_scale_factor = 0.02,
@@ -75,6 +78,12 @@ create index jobs_failed_idx on {{ s }}.jobs (completed_at) where status = 'fail
 -- It carries status and type so that the dashboard's throughput charts are index-only scans (0003).
 create index jobs_finished_idx on {{ s }}.jobs (completed_at) include (status, type)
     where status in ('completed', 'dead', 'cancelled');
+-- Fair types (job_types.fair) claim by key: their keys with pending jobs by a skip scan, each key's
+-- due jobs in claim order, and each key's running count. Jobs without a key are in neither index.
+create index jobs_key_claim_idx on {{ s }}.jobs (type, concurrency_key, priority desc, scheduled_for)
+    where status = 'pending' and concurrency_key is not null;
+create index jobs_key_running_idx on {{ s }}.jobs (type, concurrency_key)
+    where status = 'processing' and concurrency_key is not null;
 -- One unfinished job per (type, idempotency key).
 create unique index jobs_idempotency_idx on {{ s }}.jobs (type, idempotency_key)
     where idempotency_key is not null and status in ('pending', 'processing');
@@ -132,7 +141,14 @@ create table {{ s }}.job_types (
     backoff_cap    interval not null check (backoff_cap >= backoff_base),
     backoff_jitter float8 not null check (backoff_jitter >= 0 and backoff_jitter < 1),
     wake_on_insert boolean not null default true,  -- false: only the cron wake-up wakes this type
-    rate_limit     text  -- the rate-limit key this type's claims take tokens from
+    rate_limit     text,  -- the rate-limit key this type's claims take tokens from
+    -- 0005: a fair type's claims serve its concurrency keys round-robin under these limits
+    fair           boolean not null default false,
+    key_template   jsonb,  -- the key of a job enqueued without one: ["tenant:", ["tenant_id"]]
+    max_running_per_key int check (max_running_per_key >= 1),
+    max_running    int check (max_running >= 1),
+    constraint job_types_limits_need_fair
+        check (fair or (key_template is null and max_running_per_key is null and max_running is null))
 );
 insert into {{ s }}.job_types (type, max_attempts, lease, backoff_base, backoff_factor, backoff_cap, backoff_jitter)
 values ('*', 3, '5 minutes', '30 seconds', 4, '1 hour', 0.1);
@@ -212,6 +228,32 @@ create table {{ s }}.audit_log (
 );
 create index audit_log_at_idx on {{ s }}.audit_log (at);
 
+-- 0005: where the previous claim of a fair type stopped, so the next one serves the next keys.
+create table {{ s }}.key_cursors (
+    type       text primary key,
+    last_key   text not null,
+    updated_at timestamptz not null default now()
+) with (fillfactor = 50);
+
+-- 0005: paused types (key null) and paused keys of a type: not claimed; a paused type is not woken.
+create table {{ s }}.pauses (
+    type      text not null,
+    key       text,
+    paused_at timestamptz not null default now(),
+    constraint pauses_type_key unique nulls not distinct (type, key)
+);
+
+-- 0005: debounce (the pending job a key's enqueues replace) and throttle (the job of a key's
+-- current window) per (type, key); the row lock serialises concurrent enqueuers of one key.
+create table {{ s }}.enqueue_windows (
+    type   text not null,
+    kind   text not null check (kind in ('debounce', 'throttle')),
+    key    text not null,
+    job_id uuid,
+    until  timestamptz,
+    primary key (type, kind, key)
+);
+
 -- ================================================================================================
 -- 2. The public API: per-type policy
 -- ================================================================================================
@@ -248,6 +290,51 @@ language sql volatile set search_path = '' as $$
     from {{ s }}.type_settings(p_type) c
 $$;
 
+-- A key rendered from a type's template: strings are copied, arrays are paths into the payload
+-- (a missing field renders as the empty string).
+create function {{ s }}._render_key(p_template jsonb, p_payload jsonb) returns text
+language sql immutable set search_path = '' as $$
+    select pg_catalog.string_agg(
+               case when pg_catalog.jsonb_typeof(e.part) = 'string' then e.part #>> '{}'
+                    else coalesce(p_payload #>> array(select pg_catalog.jsonb_array_elements_text(e.part)), '')
+               end, '' order by e.n)
+    from pg_catalog.jsonb_array_elements(p_template) with ordinality as e(part, n)
+$$;
+
+-- A new job's concurrency key: the given one, else the type's template, else '' for a fair type.
+create function {{ s }}._job_key(p_type text, p_payload jsonb, p_key text) returns text
+language plpgsql stable set search_path = '' as $$
+declare
+    v_fair boolean;
+    v_template jsonb;
+begin
+    if p_key is not null then
+        return p_key;
+    end if;
+    select t.fair, t.key_template into v_fair, v_template from {{ s }}.job_types t where t.type = p_type;
+    if v_template is not null then
+        return {{ s }}._render_key(v_template, p_payload);
+    end if;
+    return case when v_fair then '' end;
+end
+$$;
+
+-- A type that becomes fair gives its unfinished jobs their keys (fair claims see only keyed jobs).
+create function {{ s }}.job_types_key_backfill() returns trigger
+language plpgsql set search_path = '' as $$
+begin
+    if new.fair and (tg_op = 'INSERT' or not old.fair) then
+        update {{ s }}.jobs j
+        set concurrency_key = coalesce({{ s }}._render_key(new.key_template, j.payload), ''), updated_at = now()
+        where j.type = new.type and j.status in ('pending', 'processing') and j.concurrency_key is null;
+    end if;
+    return null;
+end
+$$;
+
+create trigger job_types_key_backfill after insert or update of fair on {{ s }}.job_types
+    for each row execute function {{ s }}.job_types_key_backfill();
+
 -- ================================================================================================
 -- 3. The public API: enqueue
 -- ================================================================================================
@@ -256,6 +343,8 @@ $$;
 -- instead of a new one. p_max_attempts null: decided when it runs (the handler's, else the type's).
 -- p_trace_context: the enqueuer's W3C trace context (an object such as {"traceparent": "00-..."}),
 -- handed to the worker with the claim so that its spans continue the enqueuer's trace.
+-- p_concurrency_key null: the type's key template, else '' for a fair type, else none. p_debounce /
+-- p_throttle: see _enqueue_windowed.
 create function {{ s }}.enqueue(
     p_type text,
     p_payload jsonb,
@@ -263,11 +352,15 @@ create function {{ s }}.enqueue(
     p_run_at timestamptz default now(),
     p_max_attempts int default null,
     p_idempotency_key text default null,
-    p_trace_context jsonb default null
+    p_trace_context jsonb default null,
+    p_concurrency_key text default null,
+    p_debounce interval default null,
+    p_throttle interval default null
 ) returns uuid
 language plpgsql volatile set search_path = '' as $$
 declare
     v_id uuid;
+    v_key text;
 begin
     if p_type is null or p_type = '' then
         raise exception 'jobkit.enqueue: p_type must be a non-empty job type' using errcode = '22023';
@@ -275,18 +368,24 @@ begin
     if p_payload is null then
         raise exception 'jobkit.enqueue: p_payload must not be null (use ''{}''::jsonb)' using errcode = '22023';
     end if;
+    v_key := {{ s }}._job_key(p_type, p_payload, p_concurrency_key);
+    if p_debounce is not null or p_throttle is not null then
+        return {{ s }}._enqueue_windowed(p_type, p_payload, p_priority, p_run_at, p_max_attempts,
+                                        p_idempotency_key, v_key, p_debounce, p_throttle);
+    end if;
     if p_idempotency_key is null then  -- nothing to conflict on: a plain insert
-        insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, trace_context)
+        insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, trace_context,
+                                  concurrency_key)
         values (p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts,
-                p_trace_context)
+                p_trace_context, v_key)
         returning id into v_id;
         return v_id;
     end if;
     loop
         insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, idempotency_key,
-                                  trace_context)
+                                  trace_context, concurrency_key)
         values (p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts,
-                p_idempotency_key, p_trace_context)
+                p_idempotency_key, p_trace_context, v_key)
         on conflict (type, idempotency_key)
             where idempotency_key is not null and status in ('pending', 'processing')
             do nothing
@@ -305,6 +404,71 @@ begin
 end
 $$;
 
+-- Debounce (p_debounce: a pending job of the key takes the new payload and runs p_debounce after
+-- this enqueue) and throttle (p_throttle: one job per key per window; later enqueues return its id).
+create function {{ s }}._enqueue_windowed(
+    p_type text, p_payload jsonb, p_priority int, p_run_at timestamptz, p_max_attempts int,
+    p_idempotency_key text, p_key text, p_debounce interval, p_throttle interval
+) returns uuid
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_id uuid;
+    v_new uuid := gen_random_uuid();
+begin
+    if p_key is null then
+        raise exception 'jobkit.enqueue: debounce and throttle need a concurrency key (p_concurrency_key, or the type''s concurrency_key template)'
+            using errcode = '22023';
+    end if;
+    if p_debounce is not null and p_throttle is not null then
+        raise exception 'jobkit.enqueue: give p_debounce or p_throttle, not both' using errcode = '22023';
+    end if;
+    if p_idempotency_key is not null then
+        raise exception 'jobkit.enqueue: an idempotency key cannot be combined with debounce or throttle'
+            using errcode = '22023';
+    end if;
+    if coalesce(p_debounce, p_throttle) < interval '0' then
+        raise exception 'jobkit.enqueue: debounce and throttle must not be negative' using errcode = '22023';
+    end if;
+    if p_throttle is not null then
+        -- The first enqueue of a window takes it; the conflicting row is locked even when the
+        -- window is still open, so the look-up below sees its committed holder.
+        insert into {{ s }}.enqueue_windows as w (type, kind, key, job_id, until)
+        values (p_type, 'throttle', p_key, v_new, now() + p_throttle)
+        on conflict (type, kind, key) do update set job_id = excluded.job_id, until = excluded.until
+            where w.until <= now()
+        returning w.job_id into v_id;
+        if v_id is null then
+            select w.job_id into v_id from {{ s }}.enqueue_windows w
+            where w.type = p_type and w.kind = 'throttle' and w.key = p_key;
+            return v_id;
+        end if;
+        insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, concurrency_key)
+        values (v_new, p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts, p_key);
+        return v_new;
+    end if;
+    -- Debounce: lock the key's row (created on first use), then move its pending job or add one.
+    insert into {{ s }}.enqueue_windows as w (type, kind, key) values (p_type, 'debounce', p_key)
+    on conflict (type, kind, key) do update set kind = excluded.kind
+    returning w.job_id into v_id;
+    if v_id is not null then
+        update {{ s }}.jobs j
+        set payload = p_payload, scheduled_for = now() + p_debounce, priority = coalesce(p_priority, 0),
+            max_attempts = p_max_attempts, updated_at = now()
+        where j.id = v_id and j.status = 'pending';
+        if found then
+            update {{ s }}.enqueue_windows w set until = now() + p_debounce
+            where w.type = p_type and w.kind = 'debounce' and w.key = p_key;
+            return v_id;
+        end if;
+    end if;
+    insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, concurrency_key)
+    values (v_new, p_type, p_payload, coalesce(p_priority, 0), now() + p_debounce, p_max_attempts, p_key);
+    update {{ s }}.enqueue_windows w set job_id = v_new, until = now() + p_debounce
+    where w.type = p_type and w.kind = 'debounce' and w.key = p_key;
+    return v_new;
+end
+$$;
+
 -- Enqueue many jobs in one statement. Arrays are parallel (null arrays or elements = defaults); ids
 -- come back with their 1-based position in the input; a repeated idempotency key gets the id of the
 -- unfinished job that holds it, whether that job is older or earlier in the same batch.
@@ -316,7 +480,8 @@ create function {{ s }}.enqueue_many(
     p_run_at timestamptz[] default null,
     p_max_attempts int[] default null,
     p_idempotency_key text[] default null,
-    p_trace_context jsonb default null
+    p_trace_context jsonb default null,
+    p_concurrency_key text[] default null
 ) returns table (ord bigint, id uuid)
 language plpgsql volatile set search_path = '' as $$
 declare
@@ -336,12 +501,17 @@ begin
                coalesce(p_priority[u.ord], 0) as priority,
                coalesce(p_run_at[u.ord], now()) as run_at,
                p_max_attempts[u.ord] as max_attempts,
-               p_idempotency_key[u.ord] as key
+               p_idempotency_key[u.ord] as key,
+               coalesce(p_concurrency_key[u.ord],
+                        case when t.key_template is not null then {{ s }}._render_key(t.key_template, u.payload) end,
+                        case when t.fair then '' end) as concurrency_key
         from unnest(p_type, p_payload) with ordinality as u(type, payload, ord)
+        left join {{ s }}.job_types t on t.type = u.type
     ), inserted as (
         insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, idempotency_key,
-                                  trace_context)
-        select i.new_id, i.type, i.payload, i.priority, i.run_at, i.max_attempts, i.key, p_trace_context
+                                  trace_context, concurrency_key)
+        select i.new_id, i.type, i.payload, i.priority, i.run_at, i.max_attempts, i.key, p_trace_context,
+               i.concurrency_key
         from input i order by i.ord
         on conflict (type, idempotency_key)
             where idempotency_key is not null and status in ('pending', 'processing')
@@ -361,7 +531,8 @@ begin
     for k in 1 .. coalesce(cardinality(v_ids), 0) loop
         if v_ids[k] is null then
             v_ids[k] := {{ s }}.enqueue(p_type[k], p_payload[k], p_priority[k], p_run_at[k],
-                                        p_max_attempts[k], p_idempotency_key[k], p_trace_context);
+                                        p_max_attempts[k], p_idempotency_key[k], p_trace_context,
+                                        p_concurrency_key[k]);
         end if;
     end loop;
     return query select u.ord, u.id from unnest(v_ids) with ordinality as u(id, ord);
@@ -379,7 +550,8 @@ create function {{ s }}.enqueue_json(
     p_run_at timestamptz[] default null,
     p_max_attempts int[] default null,
     p_idempotency_key text[] default null,
-    p_trace_context jsonb default null
+    p_trace_context jsonb default null,
+    p_concurrency_key text[] default null
 ) returns setof uuid
 language plpgsql volatile set search_path = '' as $$
 declare
@@ -394,13 +566,15 @@ begin
         raise exception 'jobkit.enqueue_json: p_types and p_payloads must have the same length'
             using errcode = '22023';
     end if;
-    if p_idempotency_key is not null and cardinality(array_remove(p_idempotency_key, null)) > 0 then
+    if (p_idempotency_key is not null and cardinality(array_remove(p_idempotency_key, null)) > 0)
+       or (p_concurrency_key is not null and cardinality(array_remove(p_concurrency_key, null)) > 0)
+       or exists (select 1 from {{ s }}.job_types t where t.fair and p_types ? t.type) then
         return query select e.id from {{ s }}.enqueue_many(
             case when jsonb_typeof(p_types) = 'string'
                  then array_fill(p_types #>> '{}', array[jsonb_array_length(p_payloads)])
                  else array(select jsonb_array_elements_text(p_types)) end,
             array(select jsonb_array_elements(p_payloads)),
-            p_priority, p_run_at, p_max_attempts, p_idempotency_key, p_trace_context) e
+            p_priority, p_run_at, p_max_attempts, p_idempotency_key, p_trace_context, p_concurrency_key) e
         order by e.ord;
         return;
     end if;
@@ -425,7 +599,9 @@ $$;
 -- handler needs, in priority order; max_attempts is the number of this round's last attempt
 -- (round_start + the attempt limit), so attempts = max_attempts means "the last try"; trace_context
 -- is the enqueuer's (0004). The ids go through an array so that the update probes the primary key
--- whatever the planner guesses.
+-- whatever the planner guesses. Nothing of a paused type; a paused key's jobs are skipped. A fair
+-- type (job_types.fair) claims through _claim_fair: per-key and per-type running limits, keys
+-- served round-robin.
 create function {{ s }}.claim_jobs(
     p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text default null,
     p_max_attempts int default null
@@ -436,15 +612,31 @@ language plpgsql volatile set search_path = '' as $$
 declare
     v_key text;
     v_type_max int;
+    v_fair boolean;
+    v_per_key int;
+    v_max_running int;
+    v_paused text[];
     v_limit int := greatest(p_limit, 0);
     v_claimed int;
 begin
     if p_lease is null or p_lease < interval '5 seconds' then
         raise exception 'jobkit.claim_jobs: p_lease must be at least 5 seconds' using errcode = '22023';
     end if;
-    select t.rate_limit, t.max_attempts into v_key, v_type_max from {{ s }}.job_types t
+    select t.rate_limit, t.max_attempts, t.fair, t.max_running_per_key, t.max_running,
+           array(select p.key from {{ s }}.pauses p where p.type = p_type)
+    into v_key, v_type_max, v_fair, v_per_key, v_max_running, v_paused
+    from {{ s }}.job_types t
     where t.type in (p_type, '*') order by t.type = '*' limit 1;
+    if array_position(v_paused, null) is not null then
+        return;  -- the type is paused
+    end if;
     v_key := coalesce(p_rate_key, v_key);
+    if v_fair then
+        return query select * from {{ s }}._claim_fair(p_type, v_limit, p_worker, p_lease, v_key,
+                                                      p_max_attempts, v_type_max, v_per_key,
+                                                      v_max_running, v_paused);
+        return;
+    end if;
     if v_key is not null then
         -- Take tokens only for jobs that exist: count the due ones first (cheap, bounded by p_limit).
         select count(*) into v_claimed from (
@@ -465,6 +657,7 @@ begin
         where j.id = any (array(
             select c.id from {{ s }}.jobs c
             where c.type = p_type and c.status = 'pending' and c.scheduled_for <= now()
+              and (cardinality(v_paused) = 0 or c.concurrency_key is null or c.concurrency_key <> all (v_paused))
             order by c.priority desc, c.scheduled_for
             limit v_limit
             for update skip locked
@@ -478,6 +671,158 @@ begin
     if v_key is not null then
         get diagnostics v_claimed = row_count;
         perform {{ s }}.return_tokens(v_key, v_limit - v_claimed);
+    end if;
+end
+$$;
+
+-- The claim of a fair type (see claim_jobs). One claimer of the type at a time: every job of the
+-- type enters processing under this transaction-level advisory lock, and in READ COMMITTED each
+-- statement after it sees every earlier claim, so the running counts it reads are exact and the
+-- limits hold across workers. Completions, failures, sweeps and cancels only lower the counts and
+-- take no lock. Keys are served round-robin: from the key after the type's cursor (the last key
+-- the previous claim served), each key with due jobs and room gets its first job, then its second,
+-- ...; a job without a key of its own is in the key ''.
+create function {{ s }}._claim_fair(
+    p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text, p_max_attempts int,
+    p_type_max int, p_per_key int, p_max_running int, p_paused text[]
+) returns table (id uuid, type text, attempts int, max_attempts int, priority int, payload jsonb,
+                 idempotency_key text, trace_context jsonb)
+language plpgsql volatile set search_path = '' as $$
+#variable_conflict use_column
+declare
+    v_limit int := p_limit;
+    v_want int;
+    v_cursor text;
+    v_keys text[];
+    v_rooms int[];
+    v_firsts uuid[];
+    v_quota int;
+    v_ids uuid[];
+    v_last text;
+    v_total int := 0;
+    v_got int;
+    v_tokens int;
+begin
+    if current_setting('transaction_isolation') <> 'read committed' then
+        raise exception 'jobkit.claim_jobs: job type % has concurrency limits: claim it in a READ COMMITTED transaction', p_type
+            using errcode = '25000';
+    end if;
+    perform pg_advisory_xact_lock(hashtextextended({{ schema | literal }} || '.claim:' || p_type, 0));
+    if p_max_running is not null then
+        select least(v_limit, p_max_running - count(*)::int) into v_limit from {{ s }}.jobs r
+        where r.type = p_type and r.status = 'processing' and r.concurrency_key is not null;
+    end if;
+    if v_limit <= 0 then
+        return;
+    end if;
+    if p_rate_key is not null then
+        select count(*) into v_tokens from (
+            select 1 from {{ s }}.jobs j
+            where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now() limit v_limit
+        ) due;
+        v_limit := {{ s }}.take_tokens(p_rate_key, v_tokens);
+        v_tokens := v_limit;
+        if v_limit = 0 then
+            return;
+        end if;
+    end if;
+    select c.last_key into v_cursor from {{ s }}.key_cursors c where c.type = p_type;
+    for v_pass in 1 .. 4 loop
+        v_want := v_limit - v_total;
+        exit when v_want <= 0;
+        -- The keys with a due job and room, in turn from the cursor (at most v_want of them), each
+        -- with its first job in claim order: one probe of jobs_key_claim_idx per key.
+        with recursive after_cursor(key, id, at, n) as (
+            (select j.concurrency_key, j.id, j.scheduled_for, 1 from {{ s }}.jobs j
+             where j.type = p_type and j.status = 'pending' and j.concurrency_key > v_cursor
+             order by j.concurrency_key, j.priority desc, j.scheduled_for limit 1)
+            union all
+            select x.concurrency_key, x.id, x.scheduled_for, a.n + 1
+            from after_cursor a cross join lateral (
+                select j.concurrency_key, j.id, j.scheduled_for from {{ s }}.jobs j
+                where j.type = p_type and j.status = 'pending' and j.concurrency_key > a.key
+                order by j.concurrency_key, j.priority desc, j.scheduled_for limit 1) x
+        ), up_to_cursor(key, id, at, n) as (
+            (select j.concurrency_key, j.id, j.scheduled_for, 1000000000 from {{ s }}.jobs j
+             where j.type = p_type and j.status = 'pending' and j.concurrency_key is not null
+             order by j.concurrency_key, j.priority desc, j.scheduled_for limit 1)
+            union all
+            select x.concurrency_key, x.id, x.scheduled_for, u.n + 1
+            from up_to_cursor u cross join lateral (
+                select j.concurrency_key, j.id, j.scheduled_for from {{ s }}.jobs j
+                where j.type = p_type and j.status = 'pending' and j.concurrency_key > u.key
+                order by j.concurrency_key, j.priority desc, j.scheduled_for limit 1) x
+            where v_cursor is null or u.key < v_cursor
+        ), walk as (
+            select a.key, a.id, a.at, a.n from after_cursor a
+            union all
+            select u.key, u.id, u.at, u.n from up_to_cursor u where v_cursor is null or u.key <= v_cursor
+        ), open as (
+            select w.key, w.n, r.room,
+                   case when w.at <= now() then w.id  -- else a due job of a lower priority, if any
+                        else (select d.id from {{ s }}.jobs d
+                              where d.type = p_type and d.concurrency_key = w.key and d.status = 'pending'
+                                and d.scheduled_for <= now()
+                              order by d.priority desc, d.scheduled_for limit 1) end as first
+            from walk w
+            cross join lateral (
+                select case when p_per_key is null then v_want
+                            else p_per_key - (select count(*)::int from {{ s }}.jobs x
+                                              where x.type = p_type and x.concurrency_key = w.key
+                                                and x.status = 'processing') end as room
+            ) r
+            where r.room > 0 and w.key <> all (p_paused)
+        )
+        select array_agg(o.key order by o.n), array_agg(o.room order by o.n), array_agg(o.first order by o.n)
+        into v_keys, v_rooms, v_firsts
+        from (select * from open o where o.first is not null limit v_want) o;
+        exit when v_keys is null;
+        v_quota := ceil(v_want::numeric / cardinality(v_keys))::int;
+        -- Round robin: every key's first job, then every key's second, ...
+        select array_agg(p.id order by p.rank, p.n), (array_agg(p.key order by p.rank desc, p.n desc))[1]
+        into v_ids, v_last
+        from (
+            select k.first as id, 1::bigint as rank, k.n, k.key
+            from unnest(v_keys, v_firsts) with ordinality as k(key, first, n)
+            union all
+            select c.id, c.rank + 1, k.n, k.key
+            from unnest(v_keys, v_rooms, v_firsts) with ordinality as k(key, room, first, n)
+            cross join lateral unnest(array(
+                select j.id from {{ s }}.jobs j
+                where j.type = p_type and j.concurrency_key = k.key and j.status = 'pending'
+                  and j.scheduled_for <= now() and j.id <> k.first
+                order by j.priority desc, j.scheduled_for
+                limit least(k.room, v_quota) - 1
+            )) with ordinality as c(id, rank)
+            where v_quota > 1 and k.room > 1
+            order by 2, 3
+            limit v_want
+        ) p;
+        exit when v_ids is null;
+        return query
+        with claimed as (
+            update {{ s }}.jobs j
+            set status = 'processing', attempts = j.attempts + 1, started_at = now(),
+                lease_expires_at = now() + p_lease, worker_id = p_worker,
+                handler_max_attempts = p_max_attempts, updated_at = now()
+            where j.id = any (v_ids) and j.status = 'pending' and j.scheduled_for <= now()
+            returning j.id, j.type, j.attempts,
+                      j.round_start + {{ s }}.attempt_limit(j.max_attempts, p_max_attempts, p_type_max) as cap,
+                      j.priority, j.payload, j.idempotency_key, j.trace_context
+        )
+        select c.id, c.type, c.attempts, c.cap, c.priority, c.payload, c.idempotency_key, c.trace_context
+        from claimed c order by array_position(v_ids, c.id);
+        get diagnostics v_got = row_count;
+        v_total := v_total + v_got;
+        v_cursor := v_last;
+        exit when v_got < v_want and v_quota >= v_want;
+    end loop;
+    if v_cursor is not null then
+        insert into {{ s }}.key_cursors as c (type, last_key) values (p_type, v_cursor)
+        on conflict (type) do update set last_key = excluded.last_key, updated_at = now();
+    end if;
+    if p_rate_key is not null then
+        perform {{ s }}.return_tokens(p_rate_key, v_tokens - v_total);
     end if;
 end
 $$;
@@ -640,6 +985,16 @@ begin
 end
 $$;
 
+-- Of these running attempts, the ones that no longer hold their job, with the job's status now
+-- (cancelled: cancel_job stopped it; gone: deleted). Workers ask once a second, on their heartbeat.
+create function {{ s }}.running_check(p_ids uuid[], p_attempts int[]) returns table (id uuid, status text)
+language sql stable set search_path = '' as $$
+    select u.id, coalesce(j.status, 'gone')
+    from unnest(p_ids, p_attempts) as u(id, attempt)
+    left join {{ s }}.jobs j on j.id = u.id
+    where j.id is null or j.status <> 'processing' or j.attempts <> u.attempt
+$$;
+
 -- ================================================================================================
 -- 5. The public API: operators and the built-in schedules
 -- ================================================================================================
@@ -718,6 +1073,32 @@ language sql volatile set search_path = '' as $$
     select count(*)::int from gone
 $$;
 
+-- Pause a type (p_key null) or one key of it: its jobs are not claimed and (for a type) not woken
+-- for until resume_type. True when it was not paused yet.
+create function {{ s }}.pause_type(p_type text, p_key text default null) returns boolean
+language plpgsql volatile set search_path = '' as $$
+begin
+    if p_type is null or p_type = '' then
+        raise exception 'jobkit.pause_type: p_type must be a non-empty job type' using errcode = '22023';
+    end if;
+    insert into {{ s }}.pauses (type, key) values (p_type, p_key) on conflict do nothing;
+    return found;
+end
+$$;
+
+-- Resume a paused type or key and wake the workers for its due jobs. True when it was paused.
+create function {{ s }}.resume_type(p_type text, p_key text default null) returns boolean
+language plpgsql volatile set search_path = '' as $$
+begin
+    delete from {{ s }}.pauses p where p.type = p_type and p.key is not distinct from p_key;
+    if not found then
+        return false;
+    end if;
+    perform {{ s }}.wake(p_type);
+    return true;
+end
+$$;
+
 -- Processing jobs whose lease expired: back to pending with backoff while their round has attempts
 -- left, else failed, so every job reaches a state. The worker is told when the retries are due.
 create function {{ s }}.sweep_stuck() returns table (id uuid, status text)
@@ -793,6 +1174,7 @@ begin
     if p_older_than is null or p_older_than < interval '0' then
         raise exception 'jobkit.prune: p_older_than must be a non-negative interval' using errcode = '22023';
     end if;
+    delete from {{ s }}.enqueue_windows w where w.until < now() - p_older_than;
     for i in 1 .. greatest(p_max_batches, 1) loop
         with gone as (
             delete from {{ s }}.jobs j
@@ -840,6 +1222,9 @@ declare
     v_cap int := greatest(coalesce(p_max_calls, ({{ s }}.setting('max_fanout'))::int), 1);
     v_backlog bigint;
 begin
+    if exists (select 1 from {{ s }}.pauses p where p.type = p_type and p.key is null) then
+        return 0;
+    end if;
     select count(*) into v_backlog from (
         select 1 from {{ s }}.jobs j
         where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now()
@@ -909,6 +1294,9 @@ declare
     v_at timestamptz;
     v_best timestamptz;
 begin
+    if exists (select 1 from {{ s }}.pauses p where p.type = p_type and p.key is null) then
+        return null;  -- paused: nothing to wait for
+    end if;
     select j.priority into v_priority from {{ s }}.jobs j
     where j.type = p_type and j.status = 'pending' order by j.priority desc limit 1;
     while v_priority is not null loop
@@ -935,7 +1323,9 @@ language sql stable set search_path = '' as $$
                 where j.status = 'pending' and j.type > t.type order by j.type limit 1)
         from t where t.type is not null
     )
-    select t.type from t where t.type is not null
+    select t.type from t
+    where t.type is not null
+      and not exists (select 1 from {{ s }}.pauses p where p.type = t.type and p.key is null)
 $$;
 
 -- Due jobs of a type (bounded), for a worker deciding whether to wait for rate-limit tokens.
@@ -943,7 +1333,9 @@ create function {{ s }}.due_count(p_type text, p_cap int default 1000) returns i
 language sql stable set search_path = '' as $$
     select count(*)::int from (
         select 1 from {{ s }}.jobs j
-        where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now() limit p_cap
+        where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now()
+          and not exists (select 1 from {{ s }}.pauses p where p.type = p_type and p.key is null)
+        limit p_cap
     ) due
 $$;
 
@@ -1128,7 +1520,8 @@ declare
     v_want int;
 begin
     if not coalesce((select t.wake_on_insert from {{ s }}.job_types t
-                     where t.type in (p_type, '*') order by t.type = '*' limit 1), true) then
+                     where t.type in (p_type, '*') order by t.type = '*' limit 1), true)
+       or exists (select 1 from {{ s }}.pauses p where p.type = p_type and p.key is null) then
         return;
     end if;
     if v_rows > 0 then
@@ -1242,6 +1635,9 @@ alter table {{ s }}.secrets enable row level security;
 alter table {{ s }}.wakeups enable row level security;
 alter table {{ s }}.schedules enable row level security;
 alter table {{ s }}.audit_log enable row level security;
+alter table {{ s }}.key_cursors enable row level security;
+alter table {{ s }}.pauses enable row level security;
+alter table {{ s }}.enqueue_windows enable row level security;
 revoke all on all tables in schema {{ s }} from public;
 revoke all on all sequences in schema {{ s }} from public;
 revoke all on all functions in schema {{ s }} from public;

@@ -75,7 +75,10 @@ begin
     if {{ s }}.take_tokens(v_key, 1) < 1 then
         raise exception 'too many jobs: try again later' using errcode = 'PT429';
     end if;
-    insert into {{ s }}.jobs (type, payload, owner) values (p_type, p_payload, v_owner) returning id into v_id;
+    -- Through jobkit's enqueue (concurrency keys, the wake-up), then owned: the job is not visible to
+    -- anyone before this transaction commits, so it is never seen without its owner.
+    v_id := {{ s }}.enqueue(p_type, p_payload);
+    update {{ s }}.jobs j set owner = v_owner where j.id = v_id;
     return v_id;
 end
 $$;
@@ -115,7 +118,7 @@ end
 $$;
 
 drop trigger if exists jobs_user_sync on {{ s }}.jobs;
-create trigger jobs_user_sync after insert or update of status, result, last_error on {{ s }}.jobs
+create trigger jobs_user_sync after insert or update of status, result, last_error, owner on {{ s }}.jobs
     for each row when (new.owner is not null) execute function {{ u }}.sync_job();
 drop trigger if exists jobs_user_forget on {{ s }}.jobs;
 create trigger jobs_user_forget after delete on {{ s }}.jobs

@@ -11,6 +11,7 @@ Database URL precedence (first one set wins):
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
@@ -41,6 +42,71 @@ class Backoff:
     jitter: float = 0.1
 
 
+_PLACEHOLDER_RE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+_PATH_RE = re.compile(r"payload((?:\.[A-Za-z0-9_-]+)*)")
+CONCURRENCY_FIELDS = ("fair", "concurrency_key", "max_running_per_key", "max_running")
+
+
+@dataclass(frozen=True)
+class KeyTemplate:
+    """A concurrency key made from a job's payload: ``"tenant:{payload.tenant_id}"``. Text is
+    copied, ``{payload.a.b}`` is the payload's field ``a.b`` (a missing field renders as the empty
+    string; an array element by its index: ``{payload.items.0}``), ``{{`` and ``}}`` are braces.
+    Stored (job_types.key_template) as a JSON array of strings and paths: the database renders it
+    with jsonb operators, never as SQL text."""
+
+    source: str
+    parts: tuple[str | tuple[str, ...], ...]
+
+    @classmethod
+    def parse(cls, source: str, where: str) -> KeyTemplate:
+        if not isinstance(source, str) or not source:
+            raise ConfigError(f"{where} concurrency_key must be a non-empty string such as "
+                              f"\"tenant:{{payload.tenant_id}}\", got {source!r}")
+        parts: list[str | tuple[str, ...]] = []
+        literal, at = "", 0
+        for m in _PLACEHOLDER_RE.finditer(source):
+            literal += source[at:m.start()]
+            at = m.end()
+            if m.group(0) in ("{{", "}}"):
+                literal += m.group(0)[0]
+                continue
+            path = _PATH_RE.fullmatch(m.group(1).strip()) if m.group(1) is not None else None
+            if path is None:
+                raise ConfigError(f"{where} concurrency_key {source!r}: {m.group(0)!r} is not a field",
+                                  hint="write a field as {payload.tenant_id} (or {payload.a.b}), "
+                                  "a literal brace as {{ or }}")
+            if literal:
+                parts.append(literal)
+            literal = ""
+            parts.append(tuple(seg for seg in path.group(1).split(".") if seg))
+        literal += source[at:]
+        if literal:
+            parts.append(literal)
+        return cls(source, tuple(parts))
+
+    def as_json(self) -> list[Any]:
+        return [p if isinstance(p, str) else list(p) for p in self.parts]
+
+    def render(self, payload: Any) -> str:
+        """The key for ``payload`` (what the database's _render_key computes)."""
+        out = []
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            value: Any = payload
+            for seg in part:
+                if isinstance(value, dict):
+                    value = value.get(seg)
+                elif isinstance(value, list) and seg.isdigit() and int(seg) < len(value):
+                    value = value[int(seg)]
+                else:
+                    value = None
+            out.append("" if value is None else value if isinstance(value, str) else json.dumps(value))
+        return "".join(out)
+
+
 @dataclass(frozen=True)
 class TypeConfig:
     """Per job type settings; ``defaults`` applies to every type not listed."""
@@ -50,6 +116,10 @@ class TypeConfig:
     backoff: Backoff = field(default_factory=Backoff)
     wake_on_insert: bool = True
     rate_limit: str | None = None  # the rate-limit key this type's claims take tokens from
+    fair: bool = False  # claims serve the type's concurrency keys round-robin (see KeyTemplate)
+    concurrency_key: KeyTemplate | None = None  # a job's key when it is enqueued without one
+    max_running_per_key: int | None = None  # running jobs per key, across every worker
+    max_running: int | None = None  # running jobs of the type, across every worker
 
 
 @dataclass(frozen=True)
@@ -237,7 +307,12 @@ def _read_toml(file: Path) -> dict[str, Any]:
 
 def _type_config(body: Any, base: TypeConfig, where: str) -> TypeConfig:
     table = v.table(body, where)
-    v.only(table, {"max_attempts", "lease", "backoff", "wake_on_insert", "rate_limit"}, where)
+    v.only(table, {"max_attempts", "lease", "backoff", "wake_on_insert", "rate_limit", *CONCURRENCY_FIELDS},
+           where)
+    if where == "[defaults]" and any(k in table for k in CONCURRENCY_FIELDS):
+        raise ConfigError("[defaults] cannot set concurrency keys or limits",
+                          hint="set fair, concurrency_key, max_running_per_key and max_running "
+                          "under [types.<name>]")
     attempts = table.get("max_attempts", base.max_attempts)
     if not isinstance(attempts, int) or isinstance(attempts, bool) or not 1 <= attempts <= 1000:
         raise ConfigError(f"{where} max_attempts must be an integer from 1 to 1000, got {attempts!r}")
@@ -252,7 +327,23 @@ def _type_config(body: Any, base: TypeConfig, where: str) -> TypeConfig:
     if rate_limit is not None:
         rate_limit = v.type_name(str(rate_limit))
     return TypeConfig(max_attempts=attempts, lease=lease, backoff=backoff,
-                      wake_on_insert=wake_on_insert, rate_limit=rate_limit)
+                      wake_on_insert=wake_on_insert, rate_limit=rate_limit, **_concurrency(table, where))
+
+
+def _concurrency(table: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """fair, concurrency_key, max_running_per_key, max_running; any of the last three makes the
+    type fair (its claims go by key), and fair = false with one of them is refused."""
+    template = table.get("concurrency_key")
+    limits = {name: v.integer(table[name], f"{where} {name}", 1, 1_000_000)
+              for name in ("max_running_per_key", "max_running") if name in table}
+    fair = table.get("fair", template is not None or bool(limits))
+    if not isinstance(fair, bool):
+        raise ConfigError(f"{where} fair must be true or false, got {fair!r}")
+    if not fair and (template is not None or limits):
+        raise ConfigError(f"{where} sets fair = false with concurrency_key or a max_running limit",
+                          hint="the limits are enforced by fair claims: remove fair = false")
+    return {"fair": fair, **limits,
+            "concurrency_key": KeyTemplate.parse(template, where) if template is not None else None}
 
 
 def _api(body: Any) -> str | None:

@@ -25,7 +25,7 @@ log = logging.getLogger("jobkit.job")
 class JobContext:
     """Handed to every handler as its second argument."""
 
-    __slots__ = ("job", "_backend", "_loop", "_lease", "_deadline", "lost", "_logger")
+    __slots__ = ("job", "_backend", "_loop", "_lease", "_deadline", "lost", "cancelled", "_logger")
 
     def __init__(self, job: Claimed, *, backend: Backend, loop: asyncio.AbstractEventLoop,
                  lease: timedelta, deadline: float) -> None:
@@ -35,6 +35,9 @@ class JobContext:
         self._lease = lease
         self._deadline = deadline  # loop.time() after which the attempt is abandoned
         self.lost = False  # set when a heartbeat finds the job no longer ours
+        #: set (within about a second) when the job is cancelled while it runs: stop, and return
+        #: or raise (nothing is stored). An async handler's task is also cancelled.
+        self.cancelled = False
         self._logger: logging.LoggerAdapter[logging.Logger] | None = None
 
     @property

@@ -23,6 +23,7 @@ import psycopg
 from . import tracing
 from .connector import Database, Session
 from .connector.aio import AsyncSession
+from .durations import parse_duration
 from .exceptions import ConfigError
 from .jobs import NewJob, TraceContext
 from .lifecycle import Lifecycle, Statements
@@ -34,10 +35,18 @@ MAX_KEY = 1000  # characters: a btree entry must stay well under its ~2.7 kB lim
 def enqueue(target: Any, job_type: str, payload: Any, *, priority: int = 0,
             run_at: datetime | None = None, delay: timedelta | float | None = None,
             max_attempts: int | None = None, idempotency_key: str | None = None,
+            concurrency_key: str | None = None, debounce: timedelta | str | float | None = None,
+            throttle: timedelta | str | float | None = None,
             schema: str = "jobkit", api_schema: str = "jobkit_api") -> UUID:
-    """Enqueue one job; returns its id (an existing unfinished job's id for a repeated key)."""
+    """Enqueue one job; returns its id (an existing unfinished job's id for a repeated idempotency
+    key). ``concurrency_key``: the job's key (default: the type's template). With ``debounce``
+    ("30s") a pending job of the same type and key takes this payload and runs ``debounce`` after
+    this call instead (its id comes back); with ``throttle`` ("1m") only the first job of a key
+    per window is created, later calls in the window return its id."""
     job = check_job(NewJob(job_type, payload, priority=priority, run_at=run_at, max_attempts=max_attempts,
-                           idempotency_key=idempotency_key, delay=_delta(delay)))
+                           idempotency_key=idempotency_key, delay=_delta(delay),
+                           concurrency_key=concurrency_key, debounce=_window(debounce, "debounce"),
+                           throttle=_window(throttle, "throttle")))
     with tracing.enqueueing([job_type]) as traced:
         if _is_supabase(target):
             [job_id] = _supabase_many(target, [job], api_schema, traced.context)
@@ -54,7 +63,7 @@ def enqueue_many(target: Any, jobs: Sequence[NewJob], *, schema: str = "jobkit",
     if not jobs:
         return []
     for job in jobs:
-        check_job(job)
+        _one_at_a_time(check_job(job))
     with tracing.enqueueing([j.type for j in jobs]) as traced:
         if _is_supabase(target):
             ids = _supabase_many(target, jobs, api_schema, traced.context)
@@ -68,10 +77,14 @@ def enqueue_many(target: Any, jobs: Sequence[NewJob], *, schema: str = "jobkit",
 async def enqueue_async(target: str | psycopg.AsyncConnection[Any], job_type: str, payload: Any, *,
                         priority: int = 0, run_at: datetime | None = None,
                         delay: timedelta | float | None = None, max_attempts: int | None = None,
-                        idempotency_key: str | None = None, schema: str = "jobkit") -> UUID:
+                        idempotency_key: str | None = None, concurrency_key: str | None = None,
+                        debounce: timedelta | str | float | None = None,
+                        throttle: timedelta | str | float | None = None, schema: str = "jobkit") -> UUID:
     """:func:`enqueue` for asyncio: on a URL, or on your AsyncConnection inside your transaction."""
     job = check_job(NewJob(job_type, payload, priority=priority, run_at=run_at, max_attempts=max_attempts,
-                           idempotency_key=idempotency_key, delay=_delta(delay)))
+                           idempotency_key=idempotency_key, delay=_delta(delay),
+                           concurrency_key=concurrency_key, debounce=_window(debounce, "debounce"),
+                           throttle=_window(throttle, "throttle")))
     with tracing.enqueueing([job_type]) as traced:
         async with _async_session(target) as session:
             job_id = await session.run(Statements(schema).enqueue(job, traced.context))
@@ -85,7 +98,7 @@ async def enqueue_many_async(target: str | psycopg.AsyncConnection[Any], jobs: S
     if not jobs:
         return []
     for job in jobs:
-        check_job(job)
+        _one_at_a_time(check_job(job))
     with tracing.enqueueing([j.type for j in jobs]) as traced:
         async with _async_session(target) as session:
             ids = await session.run(Statements(schema).enqueue_many(jobs, traced.context))
@@ -119,6 +132,15 @@ def check_job(job: NewJob) -> NewJob:
                           hint="hash a long key (e.g. sha256 hex) before enqueueing")
     if job.delay is not None and not timedelta(0) <= job.delay <= timedelta(days=36500):
         raise ConfigError(f"delay must be between 0 and 100 years, got {job.delay}")
+    if job.concurrency_key is not None and not 1 <= len(job.concurrency_key) <= MAX_KEY:
+        raise ConfigError(f"concurrency_key must be 1 to {MAX_KEY} characters, "
+                          f"got {len(job.concurrency_key)}")
+    if job.debounce is not None and job.throttle is not None:
+        raise ConfigError("give debounce or throttle, not both",
+                          hint="debounce runs the last payload once; throttle keeps the first job")
+    if (job.debounce or job.throttle) is not None and job.idempotency_key is not None:
+        raise ConfigError("an idempotency key cannot be combined with debounce or throttle",
+                          hint="debounce and throttle already make one job per concurrency key")
     return job
 
 
@@ -151,6 +173,21 @@ def _supabase_many(client: Any, jobs: Sequence[NewJob], api_schema: str,
     body = enqueue_many_body(jobs, trace_context)
     rows = client.schema(api_schema).rpc("enqueue_many", body).execute().data
     return [UUID(r["id"]) for r in sorted(rows, key=lambda r: r["ord"])]
+
+
+def _one_at_a_time(job: NewJob) -> None:
+    if job.debounce is not None or job.throttle is not None:
+        raise ConfigError("debounce and throttle work one job at a time",
+                          hint="call jobkit.enqueue for each such job")
+
+
+def _window(value: timedelta | str | float | None, what: str) -> timedelta | None:
+    if isinstance(value, str):
+        value = parse_duration(value, what=what)
+    delta = _delta(value)
+    if delta is not None and not timedelta(0) <= delta <= timedelta(days=36500):
+        raise ConfigError(f"{what} must be between 0 and 100 years, got {delta}")
+    return delta
 
 
 def _delta(value: timedelta | float | None) -> timedelta | None:

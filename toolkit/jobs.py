@@ -52,10 +52,11 @@ class Job:
     handler_max_attempts: int | None = None  # the max_attempts of the handler that last claimed it
     round_start: int = 0  # attempts used before the last retry_job (a fresh round)
     trace_context: TraceContext | None = None  # the enqueuer's, when it traced (see tracing.py)
+    concurrency_key: str | None = None  # its key (fair types: per-key limits, round-robin claims)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Job:
-        fields = {name: row[name] for name in cls.__dataclass_fields__}
+        fields = {name: row[name] for name in cls.__dataclass_fields__ if name in row}
         fields["status"] = Status(fields["status"])
         return cls(**fields)
 
@@ -85,6 +86,9 @@ class NewJob(NamedTuple):
     max_attempts: int | None = None
     idempotency_key: str | None = None
     delay: timedelta | None = None  # run at the database's now() + delay (when run_at is None)
+    concurrency_key: str | None = None  # None: the type's concurrency_key template, if any
+    debounce: timedelta | None = None  # replace the key's pending job; run this long after the last enqueue
+    throttle: timedelta | None = None  # one job per key per window; later enqueues get its id
 
 
 @dataclass(frozen=True)

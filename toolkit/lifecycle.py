@@ -9,6 +9,7 @@ caller's transaction, tests); the worker's async PostgresBackend runs the same o
     claim                      due jobs for a worker, under a lease (FOR UPDATE SKIP LOCKED)
     complete, fail, snooze     fenced on the attempt: a worker that lost the job changes nothing
     extend, release            heartbeats; hand claimed jobs back without using an attempt
+    running_check              which running attempts lost their job (cancel_job stopped it)
     retry, cancel              an operator's verbs
     sweep_stuck, sweep_dead, prune   the built-in schedules' work
     get, history               a job, and every attempt of it
@@ -75,6 +76,10 @@ class Statements:
 
     def release(self, running: Sequence[tuple[UUID, int]]) -> Statement[set[UUID]]:
         return Statement(self.q["release_jobs"], running_params(running), _id_set)
+
+    def running_check(self, running: Sequence[tuple[UUID, int]]) -> Statement[dict[UUID, str]]:
+        """The attempts that no longer hold their job -> its status (cancelled: stop it)."""
+        return Statement(self.q["running_check"], running_params(running), _id_map)
 
     def retry(self, job_id: UUID) -> Statement[bool]:
         return Statement(self.q["retry_job"], {"id": job_id}, _flag)
@@ -186,6 +191,7 @@ def enqueue_params(job: NewJob, trace_context: TraceContext | None = None) -> di
         "type": job.type, "payload": json_param(job.payload), "priority": job.priority or 0,
         "run_at": job.run_at, "delay": job.delay, "max_attempts": job.max_attempts,
         "idempotency_key": job.idempotency_key, "trace_context": _trace(trace_context),
+        "concurrency_key": job.concurrency_key, "debounce": job.debounce, "throttle": job.throttle,
     }
 
 
@@ -202,6 +208,7 @@ def enqueue_many_params(jobs: Sequence[NewJob], trace_context: TraceContext | No
         "delays": _nullable([j.delay for j in jobs]),
         "max_attempts": _nullable([j.max_attempts for j in jobs]),
         "idempotency_keys": _nullable([j.idempotency_key for j in jobs]),
+        "concurrency_keys": _nullable([j.concurrency_key for j in jobs]),
     }
 
 

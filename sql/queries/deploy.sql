@@ -43,20 +43,23 @@ select pg_catalog.set_config('lock_timeout', %(timeout)s, true)
 
 -- name: job_types_all
 select type, max_attempts, lease, backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-       wake_on_insert, rate_limit
+       wake_on_insert, rate_limit, fair, key_template, max_running_per_key, max_running
 from {{ s }}.job_types order by type
 
 -- name: job_type_upsert
 insert into {{ s }}.job_types
     (type, max_attempts, lease, backoff_base, backoff_factor, backoff_cap, backoff_jitter,
-     wake_on_insert, rate_limit)
+     wake_on_insert, rate_limit, fair, key_template, max_running_per_key, max_running)
 values (%(type)s, %(max_attempts)s, %(lease)s, %(backoff_base)s, %(backoff_factor)s,
-        %(backoff_cap)s, %(backoff_jitter)s, %(wake_on_insert)s, %(rate_limit)s)
+        %(backoff_cap)s, %(backoff_jitter)s, %(wake_on_insert)s, %(rate_limit)s, %(fair)s,
+        %(key_template)s::pg_catalog.jsonb, %(max_running_per_key)s, %(max_running)s)
 on conflict (type) do update set
     max_attempts = excluded.max_attempts, lease = excluded.lease,
     backoff_base = excluded.backoff_base, backoff_factor = excluded.backoff_factor,
     backoff_cap = excluded.backoff_cap, backoff_jitter = excluded.backoff_jitter,
-    wake_on_insert = excluded.wake_on_insert, rate_limit = excluded.rate_limit
+    wake_on_insert = excluded.wake_on_insert, rate_limit = excluded.rate_limit,
+    fair = excluded.fair, key_template = excluded.key_template,
+    max_running_per_key = excluded.max_running_per_key, max_running = excluded.max_running
 
 -- name: job_type_delete
 delete from {{ s }}.job_types where type = %(type)s and type <> '*'

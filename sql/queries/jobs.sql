@@ -6,7 +6,8 @@
 select {{ s }}.enqueue(%(type)s, %(payload)s, %(priority)s,
                        coalesce(%(run_at)s::pg_catalog.timestamptz,
                                 pg_catalog.now() + coalesce(%(delay)s::interval, '0')),
-                       %(max_attempts)s, %(idempotency_key)s, %(trace_context)s::pg_catalog.jsonb) as id
+                       %(max_attempts)s, %(idempotency_key)s, %(trace_context)s::pg_catalog.jsonb,
+                       %(concurrency_key)s, %(debounce)s::interval, %(throttle)s::interval) as id
 
 -- name: enqueue_many
 -- Types and payloads travel as JSON documents (the types as one string when they are all the same);
@@ -16,7 +17,7 @@ select e.id from {{ s }}.enqueue_json(
     (select pg_catalog.array_agg(coalesce(u.r, pg_catalog.now() + coalesce(u.d, '0')) order by u.o)
      from rows from (pg_catalog.unnest(%(run_ats)s::pg_catalog.timestamptz[]),
                      pg_catalog.unnest(%(delays)s::interval[])) with ordinality as u(r, d, o)),
-    %(max_attempts)s, %(idempotency_keys)s, %(trace_context)s::pg_catalog.jsonb) as e(id)
+    %(max_attempts)s, %(idempotency_keys)s, %(trace_context)s::pg_catalog.jsonb, %(concurrency_keys)s) as e(id)
 
 -- name: complete_jobs
 -- ids and attempts arrive as array literals, the results as one JSON array (see complete_params).

@@ -15,8 +15,32 @@ select type,
            where status = 'completed' and completed_at > pg_catalog.now() - interval '5 minutes') as completed_5m,
        extract(epoch from pg_catalog.now() - pg_catalog.min(scheduled_for) filter (
            where status = 'pending' and scheduled_for <= pg_catalog.now()))::pg_catalog.float8
-           as oldest_runnable_s
+           as oldest_runnable_s,
+       pg_catalog.count(*) filter (
+           where status = 'cancelled' and completed_at > pg_catalog.now() - interval '1 hour') as cancelled_1h,
+       pg_catalog.count(distinct concurrency_key) filter (where status in ('pending', 'processing')) as keys
 from {{ s }}.jobs group by type order by type
+
+-- name: status_limits
+-- Fair types' limits, and which types are paused (whole, or how many keys).
+select coalesce(t.type, p.type) as type, coalesce(t.fair, false) as fair, t.max_running_per_key,
+       t.max_running, coalesce(p.paused, false) as paused, coalesce(p.paused_keys, 0) as paused_keys
+from (select x.type, x.fair, x.max_running_per_key, x.max_running from {{ s }}.job_types x where x.fair) t
+full join (select y.type, pg_catalog.bool_or(y.key is null) as paused,
+                  pg_catalog.count(y.key) as paused_keys
+           from {{ s }}.pauses y group by y.type) p on p.type = t.type
+order by 1
+
+-- name: status_keys
+-- The busiest concurrency keys: running and runnable jobs per (type, key), most running first.
+select type, concurrency_key as key,
+       pg_catalog.count(*) filter (where status = 'processing') as running,
+       pg_catalog.count(*) filter (where status = 'pending' and scheduled_for <= pg_catalog.now()) as runnable
+from {{ s }}.jobs
+where concurrency_key is not null and status in ('pending', 'processing')
+group by 1, 2
+order by 3 desc, 4 desc, 1, 2
+limit %(limit)s
 
 -- name: status_failures
 select j.type, pg_catalog.count(*) as failed_1h
@@ -32,13 +56,14 @@ group by 1, 2 order by 1, 2
 
 -- name: jobs_list
 select id, type, status, priority, attempts, max_attempts, scheduled_for, created_at, completed_at,
-       worker_id,
+       worker_id, concurrency_key as key,
        -- the error's last line: a traceback's first line says nothing, its last names the exception
        pg_catalog.left(pg_catalog.substring(pg_catalog.rtrim(coalesce(last_error, ''), E' \n'), E'[^\n]*$'),
                        120) as error
 from {{ s }}.jobs
 where (%(type)s::pg_catalog.text is null or type = %(type)s)
   and (%(status)s::pg_catalog.text is null or status = %(status)s)
+  and (%(key)s::pg_catalog.text is null or concurrency_key = %(key)s)
 order by created_at desc limit %(limit)s
 
 -- name: jobs_ids
@@ -203,3 +228,27 @@ where n.nspname = %(schema)s
 union all
 select 'publication ' || pt.pubname::pg_catalog.text, ''
 from pg_catalog.pg_publication_tables pt where pt.schemaname = %(schema)s
+
+-- name: doctor_fairness
+-- Fair types (with their limits), unfinished jobs of fair types without a key (fair claims never
+-- see them), what is paused, and the cancellations of the last hour (running ones among them).
+select (select pg_catalog.array_agg(t.type || coalesce(' ' || t.max_running_per_key || '/key', '')
+                                    || coalesce(' ' || t.max_running || ' max', '') order by t.type)
+        from {{ s }}.job_types t where t.fair) as fair,
+       (select pg_catalog.count(*) from {{ s }}.jobs j join {{ s }}.job_types t on t.type = j.type
+        where t.fair and j.status in ('pending', 'processing') and j.concurrency_key is null) as keyless,
+       (select pg_catalog.array_agg(p.type || coalesce(' key ' || p.key, '') order by p.type, p.key)
+        from {{ s }}.pauses p) as paused,
+       (select pg_catalog.count(*) from {{ s }}.jobs j
+        where j.status = 'cancelled' and j.completed_at > pg_catalog.now() - interval '1 hour') as cancelled_1h,
+       (select pg_catalog.count(*) from {{ s }}.job_attempts a
+        where a.outcome = 'cancelled' and a.finished_at > pg_catalog.now() - interval '1 hour') as cancelled_running_1h
+
+-- name: pause_type
+select {{ s }}.pause_type(%(type)s, %(key)s) as changed
+
+-- name: resume_type
+select {{ s }}.resume_type(%(type)s, %(key)s) as changed
+
+-- name: pauses_all
+select type, key, paused_at from {{ s }}.pauses order by type, key nulls first

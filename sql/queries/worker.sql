@@ -8,6 +8,10 @@ from {{ s }}.claim_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s, %(rate_key)s
 -- name: extend_leases
 select * from {{ s }}.extend_leases(%(ids)s::pg_catalog.uuid[], %(attempts)s::int[], %(by)s) as id
 
+-- name: running_check
+-- Of the worker's running attempts, those that no longer hold their job, with its status now.
+select id, status from {{ s }}.running_check(%(ids)s::pg_catalog.uuid[], %(attempts)s::int[])
+
 -- name: release_jobs
 select * from {{ s }}.release_jobs(%(ids)s::pg_catalog.uuid[], %(attempts)s::int[]) as id
 

@@ -17,16 +17,16 @@ select plan(44);
 
 -- Enqueue.
 select has_function('jobkit', 'enqueue',
-    array['text', 'jsonb', 'integer', 'timestamp with time zone', 'integer', 'text', 'jsonb'],
-    'jobkit.enqueue(text, jsonb, int, timestamptz, int, text, jsonb) exists');
+    array['text', 'jsonb', 'integer', 'timestamp with time zone', 'integer', 'text', 'jsonb', 'text', 'interval', 'interval'],
+    'jobkit.enqueue(text, jsonb, int, timestamptz, int, text, jsonb, text, interval, interval) exists');
 select function_returns('jobkit', 'enqueue',
-    array['text', 'jsonb', 'integer', 'timestamp with time zone', 'integer', 'text', 'jsonb'], 'uuid',
-    'enqueue returns uuid');
+    array['text', 'jsonb', 'integer', 'timestamp with time zone', 'integer', 'text', 'jsonb', 'text', 'interval', 'interval'],
+    'uuid', 'enqueue returns uuid');
 select has_function('jobkit', 'enqueue_many',
-    array['text[]', 'jsonb[]', 'integer[]', 'timestamp with time zone[]', 'integer[]', 'text[]', 'jsonb'],
-    'jobkit.enqueue_many(text[], jsonb[], int[], timestamptz[], int[], text[], jsonb) exists');
+    array['text[]', 'jsonb[]', 'integer[]', 'timestamp with time zone[]', 'integer[]', 'text[]', 'jsonb', 'text[]'],
+    'jobkit.enqueue_many(text[], jsonb[], int[], timestamptz[], int[], text[], jsonb, text[]) exists');
 select function_returns('jobkit', 'enqueue_many',
-    array['text[]', 'jsonb[]', 'integer[]', 'timestamp with time zone[]', 'integer[]', 'text[]', 'jsonb'],
+    array['text[]', 'jsonb[]', 'integer[]', 'timestamp with time zone[]', 'integer[]', 'text[]', 'jsonb', 'text[]'],
     'setof record', 'enqueue_many returns a set');
 
 -- Claims.
@@ -92,7 +92,7 @@ select has_function('jobkit', 'wake_all', array[]::name[], 'jobkit.wake_all() ex
 select function_returns('jobkit', 'wake_all', array[]::name[], 'integer', 'wake_all returns integer');
 
 -- The columns of the functions returning a table.
-select is(pg_get_function_result('jobkit.enqueue_many(text[], jsonb[], int[], timestamptz[], int[], text[], jsonb)'::regprocedure),
+select is(pg_get_function_result('jobkit.enqueue_many(text[], jsonb[], int[], timestamptz[], int[], text[], jsonb, text[])'::regprocedure),
     'TABLE(ord bigint, id uuid)', 'enqueue_many returns table(ord bigint, id uuid)');
 select is(pg_get_function_result('jobkit.fail_jobs(uuid[], int[], text[], interval[], boolean[])'::regprocedure),
     'TABLE(id uuid, status text)', 'fail_jobs returns table(id uuid, status text)');
@@ -117,8 +117,8 @@ select results_eq(
       ('claim_jobs', 'p_type text, p_limit integer, p_worker text, p_lease interval, p_rate_key text DEFAULT NULL::text, p_max_attempts integer DEFAULT NULL::integer'),
       ('complete_job', 'p_id uuid, p_attempt integer, p_result jsonb'),
       ('complete_jobs', 'p_ids uuid[], p_attempts integer[], p_results jsonb[]'),
-      ('enqueue', 'p_type text, p_payload jsonb, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT now(), p_max_attempts integer DEFAULT NULL::integer, p_idempotency_key text DEFAULT NULL::text, p_trace_context jsonb DEFAULT NULL::jsonb'),
-      ('enqueue_many', 'p_type text[], p_payload jsonb[], p_priority integer[] DEFAULT NULL::integer[], p_run_at timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_max_attempts integer[] DEFAULT NULL::integer[], p_idempotency_key text[] DEFAULT NULL::text[], p_trace_context jsonb DEFAULT NULL::jsonb'),
+      ('enqueue', 'p_type text, p_payload jsonb, p_priority integer DEFAULT 0, p_run_at timestamp with time zone DEFAULT now(), p_max_attempts integer DEFAULT NULL::integer, p_idempotency_key text DEFAULT NULL::text, p_trace_context jsonb DEFAULT NULL::jsonb, p_concurrency_key text DEFAULT NULL::text, p_debounce interval DEFAULT NULL::interval, p_throttle interval DEFAULT NULL::interval'),
+      ('enqueue_many', 'p_type text[], p_payload jsonb[], p_priority integer[] DEFAULT NULL::integer[], p_run_at timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_max_attempts integer[] DEFAULT NULL::integer[], p_idempotency_key text[] DEFAULT NULL::text[], p_trace_context jsonb DEFAULT NULL::jsonb, p_concurrency_key text[] DEFAULT NULL::text[]'),
       ('extend_lease', 'p_id uuid, p_attempt integer, p_by interval'),
       ('fail_job', 'p_id uuid, p_attempt integer, p_error text, p_retry_in interval DEFAULT NULL::interval, p_permanent boolean DEFAULT false'),
       ('fail_jobs', 'p_ids uuid[], p_attempts integer[], p_errors text[], p_retry_in interval[] DEFAULT NULL::interval[], p_permanent boolean[] DEFAULT NULL::boolean[]'),
@@ -136,7 +136,7 @@ select results_eq(
 
 -- The lifecycle API runs with the caller's rights; only the wake-ups run as their owner.
 select isnt_definer('jobkit', 'enqueue',
-    array['text', 'jsonb', 'integer', 'timestamp with time zone', 'integer', 'text', 'jsonb'],
+    array['text', 'jsonb', 'integer', 'timestamp with time zone', 'integer', 'text', 'jsonb', 'text', 'interval', 'interval'],
     'enqueue is SECURITY INVOKER');
 select isnt_definer('jobkit', 'pick_jobs', array['text', 'integer', 'text', 'interval'],
     'pick_jobs is SECURITY INVOKER');

@@ -144,10 +144,10 @@ select results_eq(
     'the 18 API functions: executable by service_role only'
 );
 select function_privs_are('jobkit', 'enqueue',
-    array['text', 'jsonb', 'integer', 'timestamp with time zone', 'integer', 'text', 'jsonb'],
+    array['text', 'jsonb', 'integer', 'timestamp with time zone', 'integer', 'text', 'jsonb', 'text', 'interval', 'interval'],
     'anon', array[]::text[], 'anon cannot execute enqueue');
 select function_privs_are('jobkit', 'enqueue',
-    array['text', 'jsonb', 'integer', 'timestamp with time zone', 'integer', 'text', 'jsonb'],
+    array['text', 'jsonb', 'integer', 'timestamp with time zone', 'integer', 'text', 'jsonb', 'text', 'interval', 'interval'],
     'service_role', array['EXECUTE'], 'service_role can execute enqueue');
 
 -- SECURITY DEFINER functions pin search_path to '' (and so does every other jobkit function).

@@ -52,3 +52,14 @@ def crash(payload: Any, ctx: Any) -> None:
 def sysexit(payload: Any, ctx: Any) -> None:
     """sys.exit() in a handler: it ends this attempt, not the worker."""
     raise SystemExit(3)
+
+
+@jobs.handler("fault.keyed", timeout=30, lease=5, backoff=QUICK)
+def keyed(payload: Any, ctx: Any) -> Any:
+    """A job of a fair type with a per-key limit (tests/faults/test_concurrency_keys.py); with
+    fail_first, its first attempt fails (it is retried a second later)."""
+    side_effect(ctx)
+    time.sleep(float(payload.get("seconds", 0.01)))
+    if payload.get("fail_first") and ctx.attempt == 1:
+        raise RuntimeError("the first attempt fails")
+    return None

@@ -39,6 +39,7 @@ SETTINGS = Settings(
     types={
         "capped": TypeConfig(max_attempts=2, backoff=Backoff(base=timedelta(seconds=30), jitter=0.0)),
         "limited": TypeConfig(rate_limit="api"),
+        "keyed": TypeConfig(fair=True, max_running_per_key=2, max_running=5),
     },
     ratelimits={"api": RateLimitConfig(rate=0.01, burst=3)},
 )
@@ -266,6 +267,33 @@ def test_extend_keeps_only_held_leases(run: Run[Any]) -> None:
         assert job is not None and job.lease_expires_at is not None
         assert job.lease_expires_at > _now() + timedelta(minutes=9)
         assert await b.extend([(held, claimed[held].attempts + 1)], timedelta(minutes=10)) == set()
+
+    run(body)
+
+
+def test_fair_claims_go_round_robin_under_the_key_limits(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        await b.enqueue_many([NewJob("keyed", {"n": n}, concurrency_key=k)
+                              for n, k in enumerate("aaabbbccc")] + [NewJob("keyed", {"n": 9})])
+        first = await b.claim("keyed", 4, "w", LEASE)
+        assert [c.payload["n"] for c in first] == [9, 0, 3, 6]  # keys '', a, b, c in turn
+        second = await b.claim("keyed", 10, "w", LEASE)
+        assert [c.payload["n"] for c in second] == [1]  # max_running 5 in all
+        await b.complete([(first[1].id, first[1].attempts, None)])
+        assert [c.payload["n"] for c in await b.claim("keyed", 10, "w", LEASE)] == [4]  # a has 2: b goes on
+
+    run(body)
+
+
+def test_running_check_names_the_attempts_that_lost_their_job(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        held, done = await b.enqueue_many([NewJob("t", 1), NewJob("t", 2)])
+        claimed = {c.id: c for c in await b.claim("t", 2, "w", LEASE)}
+        await b.complete([(done, claimed[done].attempts, None)])
+        running = [(held, claimed[held].attempts), (done, claimed[done].attempts)]
+        assert await b.running_check(running) == {done: "completed"}
+        assert await b.running_check([(held, claimed[held].attempts + 1)]) == {held: "processing"}
+        assert await b.running_check([]) == {}
 
     run(body)
 

@@ -191,7 +191,7 @@ def test_plain_postgres_deploys_and_reports_skipped_grants(no_roles_cluster: Loc
     assert "role anon does not exist" in skipped and "service_role does not exist" in skipped
     with Database(no_roles_cluster.url()).session() as s:
         assert s.scalar("select has_function_privilege('public', 'jobkit.enqueue(text,jsonb,int,"
-                        "timestamptz,int,text,jsonb)', 'EXECUTE')") is False
+                        "timestamptz,int,text,jsonb,text,interval,interval)', 'EXECUTE')") is False
         assert s.scalar("select jobkit.enqueue('t', '{}') is not null") is True
 
 

@@ -330,8 +330,11 @@ def test_migration_0002_repairs_infinite_rows_it_finds(fresh_db: str, monkeypatc
 
     packaged = deploy_module.render_migrations
     monkeypatch.setattr(deploy_module, "render_migrations", lambda s, *a: packaged(s, *a)[:1])
+    type_diff = deploy_module.sync.type_diff
+    monkeypatch.setattr(deploy_module.sync, "type_diff", lambda *_a: {})  # a 0001 database's job_types
     quiet = {"echo": lambda _m: None}
     deploy(Database(fresh_db), Settings(db_url=fresh_db), DeployOptions(schedules=False), **quiet)
+    monkeypatch.setattr(deploy_module.sync, "type_diff", type_diff)
     with Database(fresh_db).session() as s:
         past = s.scalar("select jobkit.enqueue('t', '{\"n\": 1}', 0, '-infinity')")
         never = s.scalar("select jobkit.enqueue('t', '{\"n\": 2}', 0, 'infinity')")

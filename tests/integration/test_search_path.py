@@ -61,6 +61,11 @@ retention = "7d"
 [types.mail]
 max_attempts = 3
 
+[types.tenant]
+concurrency_key = "t:{{payload.t}}"
+max_running_per_key = 2
+max_running = 10
+
 [types.metered]
 rate_limit = "mailer"
 {extra}
@@ -409,6 +414,18 @@ def _manager(session: Session) -> None:
     manager.sweep_dead()
     manager.prune(timedelta(days=7))
     assert manager.get(ids[0]) and manager.history(ids[1]) is not None
+    # Fair claims (keys rendered from the payload), a key paused, debounce and throttle.
+    manager.enqueue_many([NewJob("tenant", {"t": i % 3}) for i in range(9)])
+    session.execute(f"select {ident(SCHEMA)}.pause_type('tenant', 't:2')")
+    fair = manager.claim("tenant", 9, "w", timedelta(minutes=1))
+    assert len(fair) == 4 and len(manager.claim("tenant", 9, "w", timedelta(minutes=1))) == 0
+    session.execute(f"select {ident(SCHEMA)}.resume_type('tenant', 't:2')")
+    assert len(manager.claim("tenant", 9, "w", timedelta(minutes=1))) == 2
+    manager.enqueue(NewJob("tenant", {"t": 5}, debounce=timedelta(seconds=30)))
+    manager.enqueue(NewJob("tenant", {"t": 5}, debounce=timedelta(seconds=30)))
+    manager.enqueue(NewJob("tenant", {"t": 6}, throttle=timedelta(minutes=1)))
+    manager.enqueue(NewJob("tenant", {"t": 6}, throttle=timedelta(minutes=1)))
+    assert manager.session.run(manager.sql.running_check([(fair[0].id, fair[0].attempts)])) == {}
 
 
 def _endpoint(db_url: str, listen: str | None, pinned: Session) -> None:
@@ -452,6 +469,11 @@ def _cli_paths(config: Path, db_url: str, pinned: Session) -> None:
     _cli(config, "ratelimit", "list", *base)
     _cli(config, "ratelimit", "list", "--json", *base)
     _cli(config, "ratelimit", "remove", "extra", *base)
+    _cli(config, "pause", "mail", *base)
+    _cli(config, "pause", "mail", "--key", "k1", *base)
+    _cli(config, "status", *base)
+    _cli(config, "resume", "mail", "--key", "k1", *base)
+    _cli(config, "resume", "mail", *base)
     _cli(config, "schedule", "add", "wake-boom", "--every", "10m", "--type", "boom", *base)
     _cli(config, "schedule", "add", "hourly", "--cron", "0 * * * *", "--sql", "select 2", *base)
     _cli(config, "schedule", "list", *base)

@@ -15,6 +15,7 @@ from . import db as db_cmd
 from . import deploy as deploy_cmd
 from . import dev as dev_cmd
 from . import ops as ops_cmd
+from . import pause as pause_cmd
 from .common import pass_state
 from .dashboard import dashboard
 from .enqueue import enqueue
@@ -62,7 +63,7 @@ def cli(state: Any, config_path: str | None, verbose: bool) -> None:
 
 
 for command in (*deploy_cmd.COMMANDS, *dev_cmd.COMMANDS, db_cmd.db, schedule, secrets,
-                enqueue, ratelimit, worker, *ops_cmd.COMMANDS, jobs, init, dashboard):
+                enqueue, ratelimit, *pause_cmd.COMMANDS, worker, *ops_cmd.COMMANDS, jobs, init, dashboard):
     cli.add_command(command)
 
 

@@ -20,22 +20,28 @@ from .common import State, db_url_option, pass_state
 @click.option("--delay", help="Run after this long, e.g. 30s or 5m.")
 @click.option("--key", "idempotency_key", help="Idempotency key: an unfinished job with it is reused.")
 @click.option("--max-attempts", type=click.IntRange(1, 1000), help="Default: the type's setting.")
+@click.option("--concurrency-key", help="Its concurrency key (default: the type's concurrency_key template).")
+@click.option("--debounce", help="e.g. 30s: replace the key's pending job, run this long after the last one.")
+@click.option("--throttle", help="e.g. 1m: one job per key in this window; later ones print its id.")
 @db_url_option
 @pass_state
 def enqueue(state: State, job_type: str, payload: str, priority: int, delay: str | None,
-            idempotency_key: str | None, max_attempts: int | None, db_url: str | None) -> None:
+            idempotency_key: str | None, max_attempts: int | None, concurrency_key: str | None,
+            debounce: str | None, throttle: str | None, db_url: str | None) -> None:
     """Enqueue one job and print its id.
 
     \b
     Examples:
       jobkit enqueue send_email --payload '{"to": "a@example.com"}' --key welcome-42
       jobkit enqueue report --payload @report.json --delay 10m
+      jobkit enqueue reindex --payload '{"tenant": 42}' --concurrency-key tenant:42 --debounce 30s
     """
     data = _payload(payload)
     wait = parse_duration(delay, what="--delay") if delay else None
     app = state.app(db_url)
     job_id = enqueue_job(app.db, job_type, data, priority=priority, delay=wait,
                          max_attempts=max_attempts, idempotency_key=idempotency_key,
+                         concurrency_key=concurrency_key, debounce=debounce, throttle=throttle,
                          schema=app.settings.schema)
     click.echo(str(job_id))
 

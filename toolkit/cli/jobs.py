@@ -27,31 +27,35 @@ def jobs() -> None:
 @jobs.command("list")
 @click.option("--type", "job_type", help="Only this job type.")
 @click.option("--status", help="pending, processing, completed, failed, dead or cancelled.")
+@click.option("--key", help="Only jobs with this concurrency key.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @db_url_option
 @pass_state
 def list_(
-    state: State, job_type: str | None, status: str | None, limit: int, as_json: bool, db_url: str | None
+    state: State, job_type: str | None, status: str | None, key: str | None, limit: int, as_json: bool,
+    db_url: str | None,
 ) -> None:
     """The newest jobs first.
 
     \b
-    Example:
+    Examples:
       jobkit jobs list --status failed --limit 20
+      jobkit jobs list --type report --key tenant:42 --status processing
     """
     app = state.app(db_url)
-    rows = jobsadmin.list_jobs(app.db, app.settings, job_type=job_type, status=status, limit=limit)
+    rows = jobsadmin.list_jobs(app.db, app.settings, job_type=job_type, status=status, limit=limit, key=key)
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))
         return
     table = Table()
-    for column in ("id", "type", "status", "tries", "prio", "scheduled for", "last error"):
+    for column in ("id", "type", "key", "status", "tries", "prio", "scheduled for", "last error"):
         table.add_column(column)
     for r in rows:
         table.add_row(
             str(r["id"]),
             r["type"],
+            "-" if r["key"] is None else r["key"],
             r["status"],
             f"{r['attempts']}/{r['max_attempts']}",
             str(r["priority"]),

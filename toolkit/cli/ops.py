@@ -12,7 +12,7 @@ from rich.table import Table
 from ..exceptions import DriftError
 from ..ops import doctor as doctor_api
 from ..ops import status as status_api
-from .common import State, console, db_url_option, pass_state
+from .common import State, console, db_url_option, pass_state, timestamp
 
 ICONS = {"pass": "[green]✓ pass[/]", "warn": "[yellow]! warn[/]", "fail": "[red]✗ fail[/]"}
 
@@ -61,6 +61,8 @@ def render(st: status_api.QueueStatus) -> Table:
         "done 1h",
         "failed 1h",
         "dead 1h",
+        "cancelled 1h",
+        "keys",
         "oldest due",
         "per min",
         "wake-ups 1h",
@@ -69,26 +71,47 @@ def render(st: status_api.QueueStatus) -> Table:
     for t in st.types:
         wakes = ", ".join(f"{k} {v}" for k, v in sorted(st.wakeups.get(t.type, {}).items())) or "-"
         oldest = f"{t.oldest_runnable_s:.0f}s" if t.oldest_runnable_s is not None else "-"
+        paused = " (paused)" if t.paused else f" ({t.paused_keys} keys paused)" if t.paused_keys else ""
         table.add_row(
-            t.type,
+            t.type + paused,
             str(t.runnable),
             str(t.scheduled),
             str(t.processing),
             str(t.completed_1h),
             str(t.failed_1h),
             str(t.dead_1h),
+            str(t.cancelled_1h),
+            _keys(t),
             oldest,
             f"{t.per_minute:g}",
             wakes,
         )
     if not st.types:
-        table.add_row("(no jobs)", *[""] * 9)
+        table.add_row("(no jobs)", *[""] * 11)
+    if st.keys:
+        table.caption = "busiest keys: " + ", ".join(
+            f"{k.type}/{k.key or '(none)'} {k.running} running {k.runnable} due" for k in st.keys[:10])
+    for p in st.pauses:
+        table.caption = (table.caption or "") + (
+            f"\npaused: {p['type']}" + ("" if p["key"] is None else f" key {p['key']}")
+            + f" since {timestamp(p['paused_at'])} (jobkit resume {p['type']}"
+            + ("" if p["key"] is None else f" --key {p['key']}") + ")")
     for s in st.schedules:
         table.caption = (table.caption or "schedules:") + (
             f"\n  {s['name']} ({s['schedule']}){'' if s['active'] else ' PAUSED'}: "
             f"last {s['last_run'] or 'never'} {s['last_status'] or ''}"
         )
     return table
+
+
+def _keys(t: status_api.TypeStatus) -> str:
+    """Keys with work, and a fair type's limits: "50 (2/key, 80 max)"."""
+    if not t.fair:
+        return str(t.keys) if t.keys else "-"
+    limits = [f"{t.max_running_per_key}/key" if t.max_running_per_key else "",
+              f"{t.max_running} max" if t.max_running else ""]
+    shown = ", ".join(x for x in limits if x) or "fair"
+    return f"{t.keys} ({shown})"
 
 
 @click.command()

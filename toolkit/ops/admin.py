@@ -28,13 +28,15 @@ def parse_id(text: str) -> UUID:
 
 
 def list_jobs(
-    db: Database, settings: Settings, *, job_type: str | None, status: str | None, limit: int
+    db: Database, settings: Settings, *, job_type: str | None, status: str | None, limit: int,
+    key: str | None = None,
 ) -> list[dict[str, Any]]:
     if status is not None and status not in {s.value for s in Status}:
         raise ConfigError(f"unknown status {status!r}", hint=f"one of {', '.join(s.value for s in Status)}")
     with db.session() as s:
         return s.all(
-            queries(settings.schema)["jobs_list"], {"type": job_type, "status": status, "limit": limit}
+            queries(settings.schema)["jobs_list"],
+            {"type": job_type, "status": status, "limit": limit, "key": key}
         )
 
 

@@ -260,6 +260,28 @@ def _schedules(session: Session, settings: Settings, db: Database) -> list[Check
     return [Check("schedules", PASS, f"{len(rows)} schedule(s) present and active")]
 
 
+def _fairness(session: Session, settings: Settings, _db: Database) -> list[Check]:
+    """Fair types and their limits, paused types and keys, jobs a fair claim cannot see, and the
+    last hour's cancellations."""
+    r = session.one(queries(settings.schema)["doctor_fairness"]) or {}
+    fair = ", ".join(r.get("fair") or []) or "none"
+    cancelled = (f"cancelled in the last hour: {r.get('cancelled_1h', 0)} "
+                 f"({r.get('cancelled_running_1h', 0)} while running)")
+    if r.get("keyless"):
+        return [Check("concurrency", WARN,
+                      f"{r['keyless']} unfinished job(s) of a fair type have no concurrency key: "
+                      "no claim sees them",
+                      f"give them one: update {settings.schema}.jobs set concurrency_key = '' where "
+                      "concurrency_key is null and status = 'pending' and type = '<type>'")]
+    paused = r.get("paused") or []
+    if paused:
+        first = paused[0].split(" key ")
+        fix = f"jobkit resume {first[0]}" + (f" --key {first[1]}" if len(first) > 1 else "")
+        detail = f"paused: {', '.join(paused)}; fair types: {fair}; {cancelled}"
+        return [Check("concurrency", WARN, detail, fix)]
+    return [Check("concurrency", PASS, f"fair types: {fair}; nothing paused; {cancelled}")]
+
+
 #: Tables that grow unless something prunes them (pg_cron's run history, pg_net's responses).
 SIZED_TABLES: tuple[str, ...] = ("cron.job_run_details", "net._http_response")
 
@@ -340,5 +362,6 @@ PROBES: list[Probe] = [
     _pg_net,
     _secrets,
     _schedules,
+    _fairness,
     table_sizes,
 ]

@@ -34,7 +34,9 @@ def apply_types(session: Session, settings: Settings, diff: Diff) -> None:
             if row is None:
                 session.execute(q["job_type_delete"], {"type": name})
             else:
-                session.execute(q["job_type_upsert"], row)
+                template = row["key_template"]
+                session.execute(q["job_type_upsert"],
+                                {**row, "key_template": None if template is None else json_param(template)})
 
 
 def check_ratelimit_names(session: Session, settings: Settings, deployed: bool) -> None:
@@ -115,7 +117,9 @@ def _type_row(name: str, cfg: TypeConfig) -> dict[str, Any]:
         "type": name, "max_attempts": cfg.max_attempts, "lease": cfg.lease,
         "backoff_base": cfg.backoff.base, "backoff_factor": cfg.backoff.factor,
         "backoff_cap": cfg.backoff.cap, "backoff_jitter": cfg.backoff.jitter,
-        "wake_on_insert": cfg.wake_on_insert, "rate_limit": cfg.rate_limit,
+        "wake_on_insert": cfg.wake_on_insert, "rate_limit": cfg.rate_limit, "fair": cfg.fair,
+        "key_template": cfg.concurrency_key.as_json() if cfg.concurrency_key else None,
+        "max_running_per_key": cfg.max_running_per_key, "max_running": cfg.max_running,
     }
 
 

@@ -142,6 +142,10 @@ class Drainer:
                 self._take(d, jobs, traced)
                 idle_since, pause = None, LINGER_FIRST
                 continue
+            if await self._held_back(d):
+                if d.runners or d.queue:  # checked again with no await before the wait: no lost wake-up
+                    await self._wait_change()  # a job of this drain settles: its key has room again
+                continue
             now = loop.time()
             idle_since = now if idle_since is None else idle_since
             if now - idle_since + pause > linger or now + pause >= deadline:
@@ -272,6 +276,16 @@ class Drainer:
         if not task.cancelled() and task.exception() is not None:  # a bug in jobkit, not a handler's
             log.error("a job runner failed", exc_info=task.exception())
 
+    async def _held_back(self, d: DrainState) -> bool:
+        """Nothing claimed while this drain still runs jobs, yet jobs are due: a fair type's limits
+        (max_running_per_key, max_running) hold them back until running jobs finish."""
+        if not (d.runners or d.queue) or self._stopping:
+            return False
+        try:
+            return await self.backend.due_count(d.summary.type) > 0
+        except ConnectionFailed:
+            return False
+
     async def _wait_for_tokens(self, d: DrainState, deadline: float) -> bool:
         """Nothing claimed: if a rate limit held jobs back, wait for its next token (within budget)."""
         handler = d.handler
@@ -292,27 +306,37 @@ class Drainer:
         timeout = handler.timeout.total_seconds() if handler else 0.0
         while d.queue and not self._stopping:
             running = d.queue.popleft()
+            if running.cancelled:  # cancelled while it waited for a slot: nothing to run or record
+                self._dropped(running)
+                continue
             started = loop.time()
             running.task, running.deadline, running.state = me, started + timeout, "running"
             try:
                 with tracing.running(running.trace):
                     ok, value = await self._execute(running, handler)
             except asyncio.CancelledError:
-                if not running.timed_out or me is None:
+                if running.cancelled and not running.timed_out and not self._stopping and me is not None:
+                    me.uncancel()  # cancel_job stopped it (see below)
+                    ok, value = False, None
+                elif not running.timed_out or me is None:
                     if running.trace is not None:
                         running.trace.settled("released")
                     raise  # shutdown: the job is released
-                me.uncancel()
-                ok, value = False, TimeoutError(
-                    f"handler timed out after {timeout:g}s; the attempt was abandoned")
+                else:
+                    me.uncancel()
+                    ok, value = False, TimeoutError(
+                        f"handler timed out after {timeout:g}s; the attempt was abandoned")
             except BaseException as exc:  # noqa: BLE001 - a bug of jobkit's: the job still reaches a state
                 log.exception("running job %s failed inside jobkit", running.job.id)
                 ok, value = False, exc
             else:
-                if running.timed_out and me is not None and me.cancelling():
+                if (running.timed_out or running.cancelled) and me is not None and me.cancelling():
                     me.uncancel()  # the handler swallowed the cancellation and finished anyway
             self.window.observe(loop.time() - started)
             self.observer.ran(running.job.type, loop.time() - started)
+            if running.cancelled:  # cancel_job recorded the attempt; a late result is not stored
+                self._dropped(running)
+                continue
             if running.trace is not None:
                 running.trace.ran(ok, value, snoozed=isinstance(value, RateLimited))
             running.state = "recording"
@@ -328,6 +352,7 @@ class Drainer:
             )
         loop = asyncio.get_running_loop()
         ctx = JobContext(job, backend=self.backend, loop=loop, lease=running.lease, deadline=running.deadline)
+        running.ctx = ctx
         try:
             if handler.is_async:
                 result = await handler.func(job.payload, ctx)
@@ -356,6 +381,14 @@ class Drainer:
     def _settled(self, running: Running) -> None:
         self._running.discard(running)
         self._changed.set()
+
+    def _dropped(self, running: Running) -> None:
+        """A job cancelled while this worker held it: counted, never recorded (cancel_job did)."""
+        if running.trace is not None:
+            running.trace.settled("cancelled")
+        running.drain.summary.cancelled += 1
+        running.state = "cancelled"
+        self._settled(running)
 
 
 class Outage:

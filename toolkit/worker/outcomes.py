@@ -27,6 +27,7 @@ class DrainSummary:
     snoozed: int = 0
     released: int = 0
     lost: int = 0  # fenced out: the attempt no longer held the job when it finished
+    cancelled: int = 0  # cancelled while this worker held them (cancel_job): nothing recorded
     ended: str = "empty"  # empty | budget | max_jobs | stopping | unreachable
 
     def as_dict(self) -> dict[str, Any]:

@@ -49,6 +49,8 @@ class Running:
     deadline: float = 0.0  # loop time after which the attempt is abandoned
     task: asyncio.Task[None] | None = None  # the runner running it
     timed_out: bool = False
+    cancelled: bool = False  # cancel_job stopped the job while this worker held it
+    ctx: Any = None  # the handler's JobContext once it runs
     outcome: Any = None  # the result's JSON text to store, or the Failure to record
     trace: JobSpan | None = None  # its spans, when tracing is on (tracing.py)
 

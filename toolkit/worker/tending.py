@@ -2,7 +2,10 @@
 
 One task per worker process instead of a timer per job: every ``tick`` it cancels the runner of
 any job past its deadline (the runner records a TimeoutError and the job is retried), and once a
-second it extends, in one statement per lease length, the leases that have a third or less left.
+second it extends, in one statement per lease length, the leases that have a third or less left,
+and asks (one read) which of the held jobs no longer belong to this worker: a job cancelled while
+it runs gets ``ctx.cancelled`` (and an async handler's task is cancelled; a sync handler that goes
+on is abandoned at its timeout), one cancelled while it waits for a slot is dropped.
 A timeout therefore fires within one tick of its deadline; the tick is a tenth of the shortest
 handler timeout, between 20 ms and 0.5 s.
 """
@@ -31,6 +34,9 @@ class Tended(Protocol):
     deadline: float
     task: asyncio.Task[None] | None
     timed_out: bool
+    cancelled: bool
+    ctx: Any
+    drain: Any
 
 
 class Tending:
@@ -58,6 +64,7 @@ class Tending:
             if now >= next_beat:
                 next_beat = now + BEAT
                 await self.extend_leases(now)
+                await self.check_cancelled()
 
     def abandon_overdue(self, now: float) -> int:
         """Cancel the runners of jobs past their deadline; returns how many."""
@@ -68,6 +75,26 @@ class Tending:
             if r.task is not None:
                 r.task.cancel()
         return len(overdue)
+
+    async def check_cancelled(self) -> int:
+        """Find the held jobs that were cancelled; tell their handlers. Returns how many."""
+        held = [r for r in self._running if r.state in ("waiting", "running") and not r.cancelled]
+        if not held:
+            return 0
+        try:
+            lost = await self._backend.running_check([(r.job.id, r.job.attempts) for r in held])
+        except Exception:  # noqa: BLE001 - the next beat asks again
+            log.warning("checking for cancelled jobs failed", exc_info=True)
+            return 0
+        stopped = [r for r in held if lost.get(r.job.id) == "cancelled"]
+        for r in stopped:
+            r.cancelled = True
+            if r.ctx is not None:
+                r.ctx.cancelled = r.ctx.lost = True
+            handler = r.drain.handler
+            if r.state == "running" and r.task is not None and handler is not None and handler.is_async:
+                r.task.cancel()
+        return len(stopped)
 
     async def extend_leases(self, now: float) -> None:
         """Extend the leases with a third or less left, one statement per lease length."""

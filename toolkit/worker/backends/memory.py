@@ -51,6 +51,7 @@ class _Row:
     lease_expires_at: float | None = None
     worker_id: str | None = None
     updated_at: float = 0.0
+    concurrency_key: str | None = None
     history: list[Attempt] = field(default_factory=list)
     trace_context: TraceContext | None = None
 
@@ -85,6 +86,7 @@ class MemoryBackend:
             k: _Bucket(c.rate, c.burst, float(c.burst), clock()) for k, c in (ratelimits or {}).items()
         }
         self._random = random.Random(seed)
+        self._cursors: dict[str, str] = {}  # fair types: the last key a claim served
 
     # ---- the Backend protocol ---------------------------------------------------------------------
 
@@ -114,6 +116,8 @@ class MemoryBackend:
             raise DatabaseError("jobkit.claim_jobs: p_lease must be at least 5 seconds")
         now = self.clock()
         due = self._due(job_type, now)
+        if self._config(job_type).fair:
+            due = self._fair(job_type, due, max(limit, 0))
         key = rate_key or self._config(job_type).rate_limit
         want = min(max(limit, 0), len(due))
         if key is not None:
@@ -170,6 +174,14 @@ class MemoryBackend:
                 self._back_to_pending(row, self.clock(), give_back=True)
                 released.add(job_id)
         return released
+
+    async def running_check(self, running: Sequence[tuple[UUID, int]]) -> dict[UUID, str]:
+        lost = {}
+        for job_id, attempt in running:
+            row = self.rows.get(job_id)
+            if row is None or row.status != "processing" or row.attempts != attempt:
+                lost[job_id] = "gone" if row is None else row.status
+        return lost
 
     async def get(self, job_id: UUID) -> Job | None:
         row = self.rows.get(job_id)
@@ -266,6 +278,8 @@ class MemoryBackend:
         when = (
             job.run_at.timestamp() if job.run_at else now + (job.delay.total_seconds() if job.delay else 0.0)
         )
+        cfg = self._config(job.type)
+        template = cfg.concurrency_key
         row = _Row(
             uuid.uuid4(),
             job.type,
@@ -277,6 +291,8 @@ class MemoryBackend:
             job.idempotency_key,
             updated_at=now,
             trace_context=dict(trace_context) if trace_context else None,
+            concurrency_key=job.concurrency_key if job.concurrency_key is not None else
+            template.render(job.payload) if template is not None else "" if cfg.fair else None,
         )
         self.rows[row.id] = row
         return row.id
@@ -288,6 +304,36 @@ class MemoryBackend:
             if r.type == job_type and r.status == "pending" and r.scheduled_for <= now
         ]
         return sorted(due, key=lambda r: (-r.priority, r.scheduled_for))
+
+    def _fair(self, job_type: str, due: list[_Row], limit: int) -> list[_Row]:
+        """A fair type's claim order and limits, as _claim_fair: keys round-robin from the one
+        after the last served, at most max_running_per_key running per key and max_running in all."""
+        cfg = self._config(job_type)
+        running: dict[str, int] = {}
+        for r in self.rows.values():
+            if r.type == job_type and r.status == "processing" and r.concurrency_key is not None:
+                running[r.concurrency_key] = running.get(r.concurrency_key, 0) + 1
+        if cfg.max_running is not None:
+            limit = min(limit, cfg.max_running - sum(running.values()))
+        by_key: dict[str, list[_Row]] = {}
+        for r in due:
+            if r.concurrency_key is not None:
+                by_key.setdefault(r.concurrency_key, []).append(r)
+        cursor = self._cursors.get(job_type)
+        after = [k for k in sorted(by_key) if cursor is None or k > cursor]
+        keys = after + [k for k in sorted(by_key) if k not in after]
+        room = {k: len(by_key[k]) if cfg.max_running_per_key is None
+                else min(len(by_key[k]), cfg.max_running_per_key - running.get(k, 0)) for k in keys}
+        picked: list[_Row] = []
+        rank = 0
+        while len(picked) < limit:
+            served = [k for k in keys if rank < room[k]][:limit - len(picked)]
+            if not served:
+                break
+            picked += [by_key[k][rank] for k in served]
+            self._cursors[job_type] = served[-1]
+            rank += 1
+        return picked
 
     def _claim_one(
         self, row: _Row, worker: str, lease_until: float, handler_max: int | None, now: float

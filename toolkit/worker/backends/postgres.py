@@ -58,6 +58,9 @@ class PostgresBackend:
     async def release(self, running: Sequence[tuple[UUID, int]]) -> set[UUID]:
         return await self.pool.run(self.sql.release(running))
 
+    async def running_check(self, running: Sequence[tuple[UUID, int]]) -> dict[UUID, str]:
+        return await self.pool.run(self.sql.running_check(running)) if running else {}
+
     async def get(self, job_id: UUID) -> Job | None:
         return await self.pool.run(self.sql.get(job_id))
 

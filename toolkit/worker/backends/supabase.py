@@ -119,6 +119,13 @@ class SupabaseBackend:
             "p_ids": [str(r[0]) for r in running], "p_attempts": [r[1] for r in running]})
         return {UUID(i) for i in ids or []}
 
+    async def running_check(self, running: Sequence[tuple[UUID, int]]) -> dict[UUID, str]:
+        if not running:
+            return {}
+        rows = await self._rpc("running_check", {"p_ids": [str(i) for i, _a in running],
+                                                 "p_attempts": [a for _i, a in running]})
+        return {UUID(r["id"]): r["status"] for r in rows or []}
+
     async def take_tokens(self, key: str, want: int) -> int:
         return int(await self._rpc("take_tokens", {"p_key": key, "p_want": want}) or 0)
 
@@ -175,12 +182,15 @@ def enqueue_many_body(jobs: Sequence[NewJob], trace_context: TraceContext | None
     wrapper takes absolute times)."""
     if any(j.delay is not None for j in jobs):
         raise ConfigError("delay is not supported through the Data API", hint="pass run_at instead")
+    if any(j.debounce is not None or j.throttle is not None for j in jobs):
+        raise ConfigError("debounce and throttle are not supported through the Data API",
+                          hint="enqueue them over a database connection (JOBKIT_DB_URL)")
     params = enqueue_many_params(jobs)
     return {"p_type": [j.type for j in jobs], "p_payload": [j.payload for j in jobs],
             "p_priority": params["priorities"],
             "p_run_at": [j.run_at.isoformat() if j.run_at else None for j in jobs],
             "p_max_attempts": params["max_attempts"], "p_idempotency_key": params["idempotency_keys"],
-            "p_trace_context": trace_context or None}
+            "p_trace_context": trace_context or None, "p_concurrency_key": params["concurrency_keys"]}
 
 
 _TIMES = ("scheduled_for", "started_at", "completed_at", "created_at", "lease_expires_at", "updated_at")

@@ -1,4 +1,4 @@
--- jobkit-user-api: b33f1085d395fa8d62932e157610486c7109ad11923c37e4fe98c9ea3163281a
+-- jobkit-user-api: 40f3afcfa8a0f49b30d32a014539cda389dbd1fa6b91245dffb52caf9da62474
 -- jobkit's per-user job API (optional: [user_api] in jobkit.toml), for the app's signed-in users
 -- (Supabase's `authenticated` role, through PostgREST / supabase-js). Add the schema to the project's
 -- "Exposed schemas". Applied by `jobkit deploy` after the migrations; re-running it is harmless.
@@ -76,7 +76,10 @@ begin
     if "jobkit".take_tokens(v_key, 1) < 1 then
         raise exception 'too many jobs: try again later' using errcode = 'PT429';
     end if;
-    insert into "jobkit".jobs (type, payload, owner) values (p_type, p_payload, v_owner) returning id into v_id;
+    -- Through jobkit's enqueue (concurrency keys, the wake-up), then owned: the job is not visible to
+    -- anyone before this transaction commits, so it is never seen without its owner.
+    v_id := "jobkit".enqueue(p_type, p_payload);
+    update "jobkit".jobs j set owner = v_owner where j.id = v_id;
     return v_id;
 end
 $$;
@@ -116,7 +119,7 @@ end
 $$;
 
 drop trigger if exists jobs_user_sync on "jobkit".jobs;
-create trigger jobs_user_sync after insert or update of status, result, last_error on "jobkit".jobs
+create trigger jobs_user_sync after insert or update of status, result, last_error, owner on "jobkit".jobs
     for each row when (new.owner is not null) execute function "jobkit_user".sync_job();
 drop trigger if exists jobs_user_forget on "jobkit".jobs;
 create trigger jobs_user_forget after delete on "jobkit".jobs

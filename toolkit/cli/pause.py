@@ -1,0 +1,51 @@
+"""`jobkit pause` and `jobkit resume`: a job type, or one concurrency key of it."""
+
+from __future__ import annotations
+
+import click
+
+from ..ops import pauses
+from .common import State, db_url_option, pass_state
+
+key_option = click.option("--key", default=None, help="Only this concurrency key of the type.")
+
+
+@click.command()
+@click.argument("job_type", metavar="TYPE")
+@key_option
+@db_url_option
+@pass_state
+def pause(state: State, job_type: str, key: str | None, db_url: str | None) -> None:
+    """Stop claiming a job type (or one of its keys) in every worker; running jobs finish.
+
+    \b
+    Examples:
+      jobkit pause send_email
+      jobkit pause report --key tenant:42
+    """
+    app = state.app(db_url)
+    target = job_type if key is None else f"{job_type} key {key!r}"
+    changed = pauses.pause(app.db, app.settings, job_type, key)
+    click.echo(f"paused {target}" if changed else f"{target} was paused already")
+
+
+@click.command()
+@click.argument("job_type", metavar="TYPE")
+@key_option
+@db_url_option
+@pass_state
+def resume(state: State, job_type: str, key: str | None, db_url: str | None) -> None:
+    """Claim a paused job type (or key) again, and wake the workers for its due jobs.
+
+    \b
+    Examples:
+      jobkit resume send_email
+      jobkit resume report --key tenant:42
+    """
+    app = state.app(db_url)
+    target = job_type if key is None else f"{job_type} key {key!r}"
+    changed = pauses.resume(app.db, app.settings, job_type, key)
+    click.echo(f"resumed {target}" if changed else f"{target} was not paused")
+
+
+COMMANDS = (pause, resume)

@@ -23,8 +23,9 @@ create table {{ s }}.audit_log (
     id          bigint generated always as identity primary key,
     at          timestamptz not null default now(),
     actor       text not null,
-    action      text not null check (action in ('retry', 'cancel', 'delete', 'pause_schedule', 'resume_schedule')),
-    target      jsonb not null,  -- {"ids": [...]}, {"filter": {...}} or {"schedule": "name"}
+    action      text not null check (action in ('retry', 'cancel', 'delete', 'pause_schedule', 'resume_schedule',
+                                             'pause_type', 'resume_type')),
+    target      jsonb not null,  -- {"ids": [...]}, {"filter": {...}}, {"schedule": "name"} or {"type", "key"}
     matched     bigint,          -- the count the operator confirmed
     affected    bigint not null default 0,  -- rows the action changed so far
     finished_at timestamptz,

@@ -199,3 +199,9 @@ group by j.type order by j.type
 insert into {{ s }}.audit_log (actor, action, target, matched, affected, finished_at)
 values (%(actor)s, %(action)s, pg_catalog.jsonb_build_object('schedule', %(name)s::pg_catalog.text), 1, 1,
         pg_catalog.now())
+
+-- name: dash_audit_pause
+insert into {{ s }}.audit_log (actor, action, target, matched, affected, finished_at)
+values (%(actor)s, %(action)s, pg_catalog.jsonb_build_object('type', %(type)s::pg_catalog.text,
+                                                             'key', %(key)s::pg_catalog.text),
+        1, %(changed)s, pg_catalog.now())

@@ -417,3 +417,22 @@ def test_jobs_page_says_when_payload_search_is_unindexed(open_client: TestClient
     assert 'id="unindexed"' not in open_client.get("/jobs", params={"payload": '{"user_id": 1}'},
                                                    headers=HTML).text
     assert 'id="unindexed"' not in open_client.get("/jobs", headers=HTML).text
+
+
+def test_pause_and_resume_a_type_from_the_overview(open_client: TestClient, seeded: str) -> None:
+    token = csrf(open_client, "/")
+    assert 'id="toggle-send_email">Pause' in open_client.get("/", headers=HTML).text
+    form = {"csrf": token, "type": "send_email", "active": "false"}
+    assert open_client.post("/types/active", data=form).status_code == 303
+    with Database(seeded).session() as s:
+        assert s.all("select type, key from jobkit.pauses") == [{"type": "send_email", "key": None}]
+    page = open_client.get("/", headers=HTML).text
+    assert 'id="toggle-send_email">Resume' in page and "paused" in page
+    open_client.post("/types/active", data={**form, "active": "true"})
+    with Database(seeded).session() as s:
+        assert s.scalar("select count(*) from jobkit.pauses") == 0
+        rows = s.all("select action, target, affected from jobkit.audit_log order by id")
+    assert [(r["action"], r["target"], r["affected"]) for r in rows] == [
+        ("pause_type", {"type": "send_email", "key": None}, 1),
+        ("resume_type", {"type": "send_email", "key": None}, 1)]
+    assert open_client.post("/types/active", data={**form, "type": "not a type!"}).status_code == 400

@@ -599,6 +599,9 @@ def _dashboard(db_url: str, pinned: Session) -> None:
                 while 'id="done"' not in client.get(run.headers["location"] + "/progress", headers=html).text:
                     assert time.monotonic() < deadline
                     time.sleep(0.05)
+            for active in ("false", "true"):
+                assert client.post("/types/active", data={"csrf": csrf, "type": "mail",
+                                                          "active": active}).status_code == 303
             name = re.search(r'name="name" value="([^"]+)"', client.get("/schedules", headers=html).text)
             if name:
                 for active in ("false", "true"):

@@ -31,6 +31,7 @@ from ..config import Settings
 from ..connector import Database, SessionPool
 from ..cron.pg_cron import CronJobs
 from ..exceptions import ConnectionFailed, JobkitError, NotFound
+from ..ops import pauses
 from ..queries import queries
 from . import actions, data
 from .auth import COOKIE, SESSION_SECONDS, AuthConfig, Guard, Identity, Refused, is_loopback
@@ -110,6 +111,7 @@ class Dashboard:
             Route("/actions/{id:int}/progress", self._route(self.action_progress), methods=get),
             Route("/schedules", self._route(self.schedules), methods=get),
             Route("/schedules/active", self._route(self.schedule_active, post=True), methods=post),
+            Route("/types/active", self._route(self.type_active, post=True), methods=post),
             Route("/ratelimits", self._route(self.ratelimits), methods=get),
             Route("/login", self._open(self.login_page), methods=get),
             Route("/login", self._open(self.login), methods=post),
@@ -273,6 +275,16 @@ class Dashboard:
             s.execute(queries(self.schema)["dash_audit_schedule"],
                       {"actor": self._actor(call), "action": verb, "name": name})
         return RedirectResponse(f"{_base(call.request)}/schedules", status_code=303)
+
+    def type_active(self, call: Call) -> Response:
+        """Pause or resume a job type (or one key of it) in every worker, audited."""
+        job_type, key, active = call.arg("type"), call.arg("key") or None, call.arg("active") == "true"
+        changed = (pauses.resume if active else pauses.pause)(self.db, self.settings, job_type, key)
+        with self.pool.session() as s:
+            s.execute(queries(self.schema)["dash_audit_pause"], {
+                "actor": self._actor(call), "action": "resume_type" if active else "pause_type",
+                "type": job_type, "key": key, "changed": int(changed)})
+        return RedirectResponse(f"{_base(call.request)}/", status_code=303)
 
     def ratelimits(self, call: Call) -> Response:
         with self.pool.session() as s:

@@ -55,6 +55,7 @@ class TypeRow:
 class Overview:
     types: list[TypeRow] = field(default_factory=list)
     wakeups: dict[str, dict[str, int]] = field(default_factory=dict)  # type -> outcome -> count
+    paused: dict[str, list[str | None]] = field(default_factory=dict)  # type -> paused keys (None: all)
 
 
 def overview(session: Session, schema: str) -> Overview:
@@ -76,7 +77,11 @@ def overview(session: Session, schema: str) -> Overview:
     wakeups: dict[str, dict[str, int]] = {}
     for r in session.all(q["dash_wakeups"]):
         wakeups.setdefault(r["type"], {})[r["outcome"]] = int(r["n"])
-    return Overview(types=sorted(rows.values(), key=lambda t: t.type), wakeups=wakeups)
+    paused: dict[str, list[str | None]] = {}
+    for r in session.all(q["pauses_all"]):
+        paused.setdefault(r["type"], []).append(r["key"])
+        rows.setdefault(r["type"], TypeRow(r["type"]))
+    return Overview(types=sorted(rows.values(), key=lambda t: t.type), wakeups=wakeups, paused=paused)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 -- jobkit-migration: 0001 ffcddea7a23d48d499619107ed689ae37b93c6d983e2578325202ea583702cc8
 -- jobkit-migration: 0002 d665cd5ccd7466efd0a701dc1d7471fde4377e1496a5cd6d6a1b983d2a4ed158
--- jobkit-migration: 0003 d5de5e75652401a8ac859333bbc1ed215fac4de6c40ee111726498b6385e0760
+-- jobkit-migration: 0003 282f18b753e60ae518c0329052e64452c1ff6460339aba3b5343a906c9314c6f
 -- jobkit-migration: 0004 5d90c86a16ec8be750e6dcb89d923d347ecc1acf3b5815bad67f63cb0a5e6ae3
 -- jobkit-migration: 0005 77d01d91b376ccc81f1bc354e3122e48fcc02bc233e936c67329601522eb4289
 -- jobkit-migration: 0007 1e21c2b451cff2c6539f4adc19907807780bdd859c0752349ba606cb42b10af0
@@ -1247,7 +1247,7 @@ alter table "jobkit".jobs add constraint jobs_scheduled_for_finite
 insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0002', 'finite_run_at', 'd665cd5ccd7466efd0a701dc1d7471fde4377e1496a5cd6d6a1b983d2a4ed158');
 
--- ---- migration 0003_dashboard (sha256 d5de5e75652401a8ac859333bbc1ed215fac4de6c40ee111726498b6385e0760) ----
+-- ---- migration 0003_dashboard (sha256 282f18b753e60ae518c0329052e64452c1ff6460339aba3b5343a906c9314c6f) ----
 -- jobkit bootstrap: the schema and the migration history table.
 -- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
 create schema if not exists "jobkit";
@@ -1287,8 +1287,9 @@ create table "jobkit".audit_log (
     id          bigint generated always as identity primary key,
     at          timestamptz not null default now(),
     actor       text not null,
-    action      text not null check (action in ('retry', 'cancel', 'delete', 'pause_schedule', 'resume_schedule')),
-    target      jsonb not null,  -- {"ids": [...]}, {"filter": {...}} or {"schedule": "name"}
+    action      text not null check (action in ('retry', 'cancel', 'delete', 'pause_schedule', 'resume_schedule',
+                                             'pause_type', 'resume_type')),
+    target      jsonb not null,  -- {"ids": [...]}, {"filter": {...}}, {"schedule": "name"} or {"type", "key"}
     matched     bigint,          -- the count the operator confirmed
     affected    bigint not null default 0,  -- rows the action changed so far
     finished_at timestamptz,
@@ -1371,7 +1372,7 @@ $grants$;
 
 
 insert into "jobkit".schema_migrations (version, name, checksum)
-values ('0003', 'dashboard', 'd5de5e75652401a8ac859333bbc1ed215fac4de6c40ee111726498b6385e0760');
+values ('0003', 'dashboard', '282f18b753e60ae518c0329052e64452c1ff6460339aba3b5343a906c9314c6f');
 
 -- ---- migration 0004_trace_context (sha256 5d90c86a16ec8be750e6dcb89d923d347ecc1acf3b5815bad67f63cb0a5e6ae3) ----
 -- jobkit bootstrap: the schema and the migration history table.

@@ -404,7 +404,9 @@ def _manager(session: Session) -> None:
     manager.sweep_stuck()
     manager.sweep_dead()
     manager.prune(timedelta(days=7))
+    assert manager.progress([(jobs[4].id, jobs[4].attempts, {"fraction": 0.5})]) == {jobs[4].id}
     assert manager.get(ids[0]) and manager.history(ids[1]) is not None
+    assert manager.state(ids[4]) and jobkit.wait(session, ids[0], timeout=1).result == {"r": 1}
 
 
 def _endpoint(db_url: str, listen: str | None, pinned: Session) -> None:

@@ -50,7 +50,7 @@ create table {{ s }}.jobs (
     -- "tracestate": ...}); null when the enqueuer had no OpenTelemetry tracing configured.
     trace_context        jsonb,
     -- 0006: what the handler last reported with ctx.progress() ({"fraction", "done", "total",
-    -- "message", "data", "at"}), written by set_progress at most a few times a second.
+    -- "message", "data"}), written by set_progress at most a few times a second.
     progress             jsonb,
     constraint jobs_type_not_empty check (type <> ''),
     constraint jobs_lease_when_processing check (status <> 'processing' or lease_expires_at is not null),

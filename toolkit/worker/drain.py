@@ -311,6 +311,8 @@ class Drainer:
             else:
                 if running.timed_out and me is not None and me.cancelling():
                     me.uncancel()  # the handler swallowed the cancellation and finished anyway
+            if running.reported is not None and running.reported.pending:
+                await self._tending.write_progress([running], loop.time())  # its last report
             self.window.observe(loop.time() - started)
             self.observer.ran(running.job.type, loop.time() - started)
             if running.trace is not None:
@@ -327,7 +329,8 @@ class Drainer:
                 f"no handler for job type {job.type!r} on worker {self.worker_id} (registered: {registered})"
             )
         loop = asyncio.get_running_loop()
-        ctx = JobContext(job, backend=self.backend, loop=loop, lease=running.lease, deadline=running.deadline)
+        ctx = JobContext(job, backend=self.backend, loop=loop, lease=running.lease, deadline=running.deadline,
+                         holder=running)
         try:
             if handler.is_async:
                 result = await handler.func(job.payload, ctx)

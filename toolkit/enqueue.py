@@ -76,8 +76,7 @@ def enqueue_many(target: Any, jobs: Sequence[NewJob], *, schema: str = "jobkit",
     """Enqueue many jobs in one statement; ids in input order."""
     if not jobs:
         return []
-    for job in jobs:
-        check_job(job)
+    jobs = [check_job(job) for job in jobs]
     with tracing.enqueueing([j.type for j in jobs]) as traced:
         if _is_supabase(target):
             ids = _supabase_many(target, jobs, api_schema, traced.context)
@@ -140,8 +139,7 @@ async def enqueue_many_async(target: str | psycopg.AsyncConnection[Any], jobs: S
     """:func:`enqueue_many` for asyncio: one statement; ids in input order."""
     if not jobs:
         return []
-    for job in jobs:
-        check_job(job)
+    jobs = [check_job(job) for job in jobs]
     with tracing.enqueueing([j.type for j in jobs]) as traced:
         async with _async_session(target) as session:
             ids = await session.run(Statements(schema).enqueue_many(jobs, traced.context))
@@ -163,8 +161,12 @@ async def _async_session(target: Any) -> AsyncIterator[AsyncSession]:
 
 def check_job(job: NewJob) -> NewJob:
     """Refuse, with the field named, what the database would refuse with a misleading message (a
-    long type read as "payload too long", a huge priority as "function does not exist")."""
+    long type read as "payload too long", a huge priority as "function does not exist"). A pydantic
+    model payload becomes its JSON form (``model_dump(mode="json")``)."""
     type_name(job.type)
+    dump = getattr(job.payload, "model_dump", None)
+    if callable(dump) and not isinstance(job.payload, type):
+        job = job._replace(payload=dump(mode="json"))
     if job.priority is not None:
         integer(job.priority, "priority", -(2**31), 2**31 - 1)
     if job.max_attempts is not None:

@@ -332,10 +332,11 @@ class Drainer:
         ctx = JobContext(job, backend=self.backend, loop=loop, lease=running.lease, deadline=running.deadline,
                          holder=running)
         try:
+            payload = handler.parse(job.payload) if handler.payload_model is not None else job.payload
             if handler.is_async:
-                result = await handler.func(job.payload, ctx)
+                result = await handler.func(payload, ctx)
             else:
-                ok, result = await self._in_thread(running, handler, ctx)
+                ok, result = await self._in_thread(running, handler, payload, ctx)
                 if not ok:
                     return False, result
             return True, encode_result(result)
@@ -346,15 +347,15 @@ class Drainer:
         except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, ... end only this attempt
             return False, exc
 
-    def _in_thread(self, running: Running, handler: Handler,
+    def _in_thread(self, running: Running, handler: Handler, payload: Any,
                    ctx: JobContext) -> asyncio.Future[tuple[bool, Any]]:
         """A sync handler's call in the thread pool; a traced job's thread gets a copy of the
         context, so that the handler sees its span (executor threads get none by themselves)."""
         loop = asyncio.get_running_loop()
         if running.trace is None:
-            return loop.run_in_executor(self._threads, _call, handler.func, running.job.payload, ctx)
+            return loop.run_in_executor(self._threads, _call, handler.func, payload, ctx)
         return loop.run_in_executor(self._threads, _call_in, contextvars.copy_context(), handler.func,
-                                    running.job.payload, ctx)
+                                    payload, ctx)
 
     def _settled(self, running: Running) -> None:
         self._running.discard(running)

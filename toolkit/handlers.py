@@ -129,6 +129,14 @@ class Registry:
     def get(self, job_type: str) -> Handler | None:
         return self._handlers.get(job_type)
 
+    def run_inline(self, job_type: str, payload: Any, **options: Any) -> Any:
+        """For tests: run one job through its handler in this process, with the worker's real retry
+        and backoff logic over an in-memory queue (time jumps over the backoff). Returns its final
+        JobResult (``.status``, ``.result``, ``.error``, ``.attempts``); see jobkit.testing."""
+        from .testing import run_inline
+
+        return run_inline(self, job_type, payload, **options)
+
     def __contains__(self, job_type: object) -> bool:
         return job_type in self._handlers
 

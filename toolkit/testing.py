@@ -121,7 +121,7 @@ def run_inline(registry: Registry, job_type: str, payload: Any, **options: Any) 
 def deployed_database(server_url: str, *, settings: Settings | None = None) -> Iterator[str]:
     """A fresh database on the server of ``server_url`` (a superuser's URL; the server needs pg_cron
     in shared_preload_libraries), jobkit deployed into it without schedules; yields its URL and
-    drops it afterwards."""
+    drops it afterwards. What it yields is a libpq connection string (every jobkit call takes it)."""
     from .schema.deploy import DeployOptions, deploy
 
     server = Database(server_url)

@@ -100,6 +100,10 @@ def test_wait_raises_on_a_cancelled_job_and_an_unknown_id(db_url: str, manager: 
         jobkit.wait(db_url, uuid.uuid4(), timeout=5)
     with pytest.raises(ConfigError):
         jobkit.wait(db_url, "not-a-uuid", timeout=5)
+    with pytest.raises(ConfigError, match="listen=True needs a database URL"):
+        jobkit.wait(manager.session, job_id, listen=True)  # it would LISTEN on the caller's connection
+    with pytest.raises(JobFailed):
+        jobkit.wait(manager.session, job_id, timeout=5)  # the caller's session: polled
 
 
 def test_wait_times_out_cleanly(db_url: str) -> None:

@@ -69,6 +69,7 @@ python -m bench --quick --only jobkit --groups drain,claim   # a subset
 python -m bench --smoke              # tiny N, jobkit only, writes nothing (< 20 s)
 pytest tests/test_bench_smoke.py     # the smoke run as a test (exactly-once only, no timings)
 python -m bench.profile --jobs 20000 --concurrency 16   # where a drain's time goes (pyinstrument)
+python -m bench.notify_cost URL 300 [--listen]          # the completion NOTIFY's cost (0006)
 ```
 """
 

@@ -117,6 +117,21 @@ returns setof {{ s }}.jobs language sql stable set search_path = '' as $$
     select * from {{ s }}.jobs j where j.id = p_id
 $$;
 
+-- A job's state for a waiting producer (jobkit.wait polls it): no payload, no history.
+create or replace function {{ api }}.job_state(p_id uuid)
+returns table (id uuid, status text, result jsonb, last_error text, attempts int, progress jsonb,
+               completed_at timestamptz)
+language sql stable set search_path = '' as $$
+    select j.id, j.status, j.result, j.last_error, j.attempts, j.progress, j.completed_at
+    from {{ s }}.jobs j where j.id = p_id
+$$;
+
+-- Progress that handlers reported (ctx.progress), for running attempts; fenced.
+create or replace function {{ api }}.set_progress(p_ids uuid[], p_attempts int[], p_progress jsonb)
+returns setof uuid language sql volatile set search_path = '' as $$
+    select * from {{ s }}.set_progress(p_ids, p_attempts, p_progress)
+$$;
+
 create or replace function {{ api }}.next_due_in(p_type text)
 returns float8 language sql volatile set search_path = '' as $$
     select extract(epoch from {{ s }}.next_due(p_type) - pg_catalog.now())::pg_catalog.float8

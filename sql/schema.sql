@@ -51,13 +51,18 @@ create table {{ s }}.jobs (
     -- "tracestate": ...}); null when the enqueuer had no OpenTelemetry tracing configured.
     trace_context        jsonb,
     concurrency_key      text,  -- 0005: its key (given or from the type's template); '' = no key of its own
+    -- 0006: what the handler last reported with ctx.progress() ({"fraction", "done", "total",
+    -- "message", "data"}), written by set_progress at most a few times a second.
+    progress             jsonb,
     owner                uuid,  -- 0007: the app user it belongs to (the per-user API sets it)
     constraint jobs_type_not_empty check (type <> ''),
     constraint jobs_lease_when_processing check (status <> 'processing' or lease_expires_at is not null),
     constraint jobs_scheduled_for_finite check (pg_catalog.isfinite(scheduled_for)),  -- 0002: no infinity
     constraint jobs_trace_context_object
         check (trace_context is null or pg_catalog.jsonb_typeof(trace_context) = 'object'),  -- 0004
-    constraint jobs_concurrency_key_length check (pg_catalog.length(concurrency_key) <= 1000)
+    constraint jobs_concurrency_key_length check (pg_catalog.length(concurrency_key) <= 1000),
+    constraint jobs_progress_object
+        check (progress is null or pg_catalog.jsonb_typeof(progress) = 'object')  -- 0006
 ) with (
     autovacuum_vacuum_scale_factor = 0.02,
     autovacuum_vacuum_insert_scale_factor = 0.02,
@@ -848,19 +853,27 @@ language sql volatile set search_path = '' as $$
 $$;
 
 -- Complete many (id, attempt) pairs in one fenced statement. p_results null = every result null
--- (handlers that return nothing: nothing to decode, nothing to look up).
+-- (handlers that return nothing: nothing to decode, nothing to look up). Waiters are notified.
 create function {{ s }}.complete_jobs(p_ids uuid[], p_attempts int[], p_results jsonb[])
 returns setof uuid
 language plpgsql volatile set search_path = '' as $$
+declare
+    v_done uuid[];
 begin
-    return query
-    update {{ s }}.jobs j
-    set status = 'completed',
-        result = case when p_results is null then null else p_results[array_position(p_ids, j.id)] end,
-        completed_at = now(), lease_expires_at = null, updated_at = now()
-    where j.id = any (p_ids) and j.status = 'processing'
-      and j.attempts = p_attempts[array_position(p_ids, j.id)]
-    returning j.id;
+    with done as (
+        update {{ s }}.jobs j
+        set status = 'completed',
+            result = case when p_results is null then null else p_results[array_position(p_ids, j.id)] end,
+            completed_at = now(), lease_expires_at = null, updated_at = now()
+        where j.id = any (p_ids) and j.status = 'processing'
+          and j.attempts = p_attempts[array_position(p_ids, j.id)]
+        returning j.id
+    )
+    select array_agg(d.id) into v_done from done d;
+    if v_done is not null then
+        perform {{ s }}._notify_done(v_done);
+    end if;
+    return query select unnest(v_done);
 end
 $$;
 
@@ -872,15 +885,18 @@ $$;
 
 -- Record failed attempts. Each job goes back to pending after p_retry_in (default: the type's
 -- backoff, never less than 1 s) while its round has attempts left and the failure is not
--- permanent, else to failed. Returns (id, new status) for the jobs the attempt still held (fenced).
+-- permanent, else to failed (and waiters are notified). Returns (id, new status) for the jobs the
+-- attempt still held (fenced).
 create function {{ s }}.fail_jobs(
     p_ids uuid[], p_attempts int[], p_errors text[],
     p_retry_in interval[] default null, p_permanent boolean[] default null
 ) returns table (id uuid, status text)
 language plpgsql volatile set search_path = '' as $$
 #variable_conflict use_column
+declare
+    v_ids uuid[];
+    v_statuses text[];
 begin
-    return query
     with input as (
         select u.id, u.attempt, u.error, p_retry_in[u.ord] as retry_in,
                not coalesce(p_permanent[u.ord], false) as may_retry
@@ -910,7 +926,12 @@ begin
                case when c.status = 'pending' then 'retry' else 'failed' end, c.last_error
         from changed c
     )
-    select c.id, c.status from changed c;
+    select array_agg(c.id), array_agg(c.status) into v_ids, v_statuses from changed c;
+    if 'failed' = any (v_statuses) then
+        perform {{ s }}._notify_done(array(
+            select u.id from unnest(v_ids, v_statuses) as u(id, status) where u.status = 'failed'));
+    end if;
+    return query select u.id, u.status from unnest(v_ids, v_statuses) as u(id, status);
 end
 $$;
 
@@ -996,6 +1017,25 @@ language sql stable set search_path = '' as $$
     where j.id is null or j.status <> 'processing' or j.attempts <> u.attempt
 $$;
 
+-- Store the progress handlers reported (ctx.progress) for running attempts: p_progress is a JSON
+-- array of objects parallel to p_ids. Fenced like extend_leases; returns the ids it updated.
+create function {{ s }}.set_progress(p_ids uuid[], p_attempts int[], p_progress jsonb) returns setof uuid
+language plpgsql volatile set search_path = '' as $$
+begin
+    if pg_catalog.jsonb_typeof(p_progress) is distinct from 'array'
+       or pg_catalog.jsonb_array_length(p_progress) <> coalesce(pg_catalog.cardinality(p_ids), 0) then
+        raise exception 'jobkit.set_progress: p_progress must be a JSON array as long as p_ids'
+            using errcode = '22023';
+    end if;
+    return query
+    update {{ s }}.jobs j
+    set progress = p_progress -> (array_position(p_ids, j.id) - 1)
+    where j.id = any (p_ids) and j.status = 'processing'
+      and j.attempts = p_attempts[array_position(p_ids, j.id)]
+    returning j.id;
+end
+$$;
+
 -- ================================================================================================
 -- 5. The public API: operators and the built-in schedules
 -- ================================================================================================
@@ -1020,19 +1060,29 @@ end
 $$;
 
 -- Cancel a pending or processing job. A running attempt may finish, but its result is refused.
+-- Waiters are notified.
 create function {{ s }}.cancel_job(p_id uuid) returns boolean
-language sql volatile set search_path = '' as $$
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_id uuid;
+begin
     with changed as (
         update {{ s }}.jobs j
         set status = 'cancelled', completed_at = now(), lease_expires_at = null, updated_at = now()
         where j.id = p_id and j.status in ('pending', 'processing')
-        returning j.id, j.status as old_status, j.attempts, j.worker_id, j.started_at
+        returning j.id, j.attempts, j.worker_id, j.started_at
     ), history as (
         insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome)
         select c.id, c.attempts, c.worker_id, c.started_at, 'cancelled' from changed c
         where c.worker_id is not null and c.attempts > 0
     )
-    select exists (select 1 from changed)
+    select c.id into v_id from changed c;
+    if v_id is null then
+        return false;
+    end if;
+    perform {{ s }}._notify_done(array[v_id]);
+    return true;
+end
 $$;
 
 -- Retry many jobs (retry_job for each): returns how many went back to pending. A job whose
@@ -1101,7 +1151,8 @@ end
 $$;
 
 -- Processing jobs whose lease expired: back to pending with backoff while their round has attempts
--- left, else failed, so every job reaches a state. The worker is told when the retries are due.
+-- left, else failed (and waiters are notified), so every job reaches a state. The worker is told
+-- when the retries are due.
 create function {{ s }}.sweep_stuck() returns table (id uuid, status text)
 language plpgsql volatile set search_path = '' as $$
 declare
@@ -1143,6 +1194,10 @@ begin
              where u.status = 'pending' group by u.type loop
         perform {{ s }}._wake_for(r.type, 0, r.due);
     end loop;
+    if 'failed' = any (v_statuses) then
+        perform {{ s }}._notify_done(array(
+            select u.id from unnest(v_ids, v_statuses) as u(id, status) where u.status = 'failed'));
+    end if;
     return query select u.id, u.status from unnest(v_ids, v_statuses) as u(id, status);
 end
 $$;
@@ -1459,6 +1514,14 @@ $$;
 -- ================================================================================================
 -- 9. Internals
 -- ================================================================================================
+
+-- Tell waiters (jobkit.wait) that these jobs finished: one notification per 200 ids.
+create function {{ s }}._notify_done(p_ids uuid[]) returns void
+language sql volatile set search_path = '' as $$
+    select pg_catalog.pg_notify({{ (schema ~ "_done") | literal }},
+                                pg_catalog.array_to_string(p_ids[i:i + 199], ','))
+    from pg_catalog.generate_series(1, coalesce(pg_catalog.cardinality(p_ids), 0), 200) as i
+$$;
 
 -- HMAC-SHA256 (RFC 2104) with the built-in sha256(): no extension needed.
 create function {{ s }}._hmac(p_key bytea, p_message bytea) returns bytea

@@ -103,7 +103,7 @@ begin
         return null;
     end if;
     insert into {{ u }}.jobs (id, owner, type, status, progress, result, error, created_at, updated_at)
-    values (new.id, new.owner, new.type, new.status, null,
+    values (new.id, new.owner, new.type, new.status, new.progress,
             case when new.status = 'completed' then new.result end,
             case when new.status in ('failed', 'dead') then pg_catalog.left(pg_catalog.substring(
                 pg_catalog.rtrim(coalesce(new.last_error, ''), E' \n'), E'[^\n]*$'), 300) end,
@@ -111,14 +111,15 @@ begin
     on conflict (id) do update
     set status = excluded.status, progress = excluded.progress, result = excluded.result,
         error = excluded.error, updated_at = excluded.updated_at
-    where ({{ u }}.jobs.status, {{ u }}.jobs.result, {{ u }}.jobs.error)
-          is distinct from (excluded.status, excluded.result, excluded.error);
+    where ({{ u }}.jobs.status, {{ u }}.jobs.progress, {{ u }}.jobs.result, {{ u }}.jobs.error)
+          is distinct from (excluded.status, excluded.progress, excluded.result, excluded.error);
     return null;
 end
 $$;
 
 drop trigger if exists jobs_user_sync on {{ s }}.jobs;
-create trigger jobs_user_sync after insert or update of status, result, last_error, owner on {{ s }}.jobs
+create trigger jobs_user_sync after insert or update of status, progress, result, last_error, owner
+    on {{ s }}.jobs
     for each row when (new.owner is not null) execute function {{ u }}.sync_job();
 drop trigger if exists jobs_user_forget on {{ s }}.jobs;
 create trigger jobs_user_forget after delete on {{ s }}.jobs

@@ -47,3 +47,17 @@ async def slow(payload: Any, ctx: Any) -> Any:
 async def limited(payload: Any, ctx: Any) -> None:
     await asyncio.to_thread(_record, "insert into starts (job_id, at) values (%s, clock_timestamp())",
                             str(ctx.id))
+
+
+@jobs.handler("e2e.progress", timeout=30)
+def progress(payload: Any, ctx: Any) -> Any:
+    """A tight loop reporting progress as fast as it can for payload["seconds"]."""
+    import time
+
+    started = time.monotonic()
+    calls = 0
+    while (elapsed := time.monotonic() - started) < float(payload["seconds"]):
+        calls += 1
+        ctx.progress(min(elapsed / float(payload["seconds"]), 1.0), message=f"call {calls}", data={"calls": calls})
+    ctx.progress((calls, calls), message="done", data={"calls": calls})
+    return {"calls": calls, "seconds": time.monotonic() - started}

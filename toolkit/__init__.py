@@ -8,7 +8,8 @@
     async def send_email(payload, ctx):
         ...
 
-    jobkit.enqueue(db_url_or_connection, "send_email", {"to": "a@example.com"})
+    job_id = jobkit.enqueue(db_url_or_connection, "send_email", {"to": "a@example.com"})
+    done = jobkit.wait(db_url, job_id, timeout=30)      # JobResult, or JobFailed / WaitTimeout
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from importlib.metadata import PackageNotFoundError, version
 from .config import Settings, load_settings
 from .context import JobContext
 from .enqueue import enqueue, enqueue_async, enqueue_many, enqueue_many_async
-from .exceptions import JobkitError
+from .exceptions import JobFailed, JobkitError, WaitTimeout
 from .handlers import Permanent, RateLimited, Registry, Retry
-from .jobs import Job, NewJob, Status
+from .jobs import Job, JobResult, NewJob, Progress, Status
+from .results import wait, wait_async
 from .worker.backends.memory import MemoryBackend
 from .worker.backends.postgres import PostgresBackend
 from .worker.endpoint import WorkerEndpoint, create_app
@@ -31,7 +33,8 @@ except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
     __version__ = "0.0.0+unknown"
 
 __all__ = [
-    "Job", "JobContext", "JobkitError", "MemoryBackend", "NewJob", "Permanent", "PostgresBackend",
-    "RateLimited", "Registry", "Retry", "Settings", "Status", "WorkerEndpoint", "__version__", "create_app",
-    "enqueue", "enqueue_async", "enqueue_many", "enqueue_many_async", "load_settings",
+    "Job", "JobContext", "JobFailed", "JobResult", "JobkitError", "MemoryBackend", "NewJob", "Permanent",
+    "PostgresBackend", "Progress", "RateLimited", "Registry", "Retry", "Settings", "Status", "WaitTimeout",
+    "WorkerEndpoint", "__version__", "create_app", "enqueue", "enqueue_async", "enqueue_many",
+    "enqueue_many_async", "load_settings", "wait", "wait_async",
 ]

@@ -1,6 +1,8 @@
-"""JobContext: what a handler knows about its job, and the two things it can ask of jobkit.
+"""JobContext: what a handler knows about its job, and what it can ask of jobkit.
 
-``heartbeat()`` and ``acquire()`` work from both kinds of handler: in an async handler they return
+``progress()`` only keeps the latest report in memory (the worker writes it, throttled: see
+worker/progress.py), so it costs nothing to call in a loop. ``heartbeat()`` and ``acquire()`` work
+from both kinds of handler: in an async handler they return
 an awaitable (``await ctx.heartbeat()``); in a sync handler, which runs in a worker thread, they
 block and return the result (``ctx.heartbeat()``).
 """
@@ -11,24 +13,36 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from .handlers import RateLimited
 from .jobs import Claimed
 from .worker.backends import Backend
+from .worker.progress import Reported, progress_json
 
 T = TypeVar("T")
 log = logging.getLogger("jobkit.job")
 
 
+class Holder(Protocol):
+    """What keeps a running job's progress (drain's Running): tending writes it from there."""
+
+    reported: Reported | None
+
+
+class _Kept:
+    reported: Reported | None = None
+
+
 class JobContext:
     """Handed to every handler as its second argument."""
 
-    __slots__ = ("job", "_backend", "_loop", "_lease", "_deadline", "lost", "cancelled", "_logger")
+    __slots__ = ("job", "_backend", "_loop", "_lease", "_deadline", "lost", "cancelled", "_logger",
+                 "_reported")
 
     def __init__(self, job: Claimed, *, backend: Backend, loop: asyncio.AbstractEventLoop,
-                 lease: timedelta, deadline: float) -> None:
+                 lease: timedelta, deadline: float, holder: Holder | None = None) -> None:
         self.job = job
         self._backend = backend
         self._loop = loop
@@ -39,6 +53,7 @@ class JobContext:
         #: or raise (nothing is stored). An async handler's task is also cancelled.
         self.cancelled = False
         self._logger: logging.LoggerAdapter[logging.Logger] | None = None
+        self._reported = holder  # where the first progress report goes (drain's Running)
 
     @property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:
@@ -72,6 +87,25 @@ class JobContext:
     @property
     def payload(self) -> Any:
         return self.job.payload
+
+    def progress(self, amount: float | tuple[int, int] | None, message: str | None = None,
+                 data: Any = None) -> None:
+        """Report progress: a fraction from 0 to 1 or ``(done, total)``, an optional message and any
+        JSON ``data``. Stored on the job (``jobs.progress``) at most a few times a second and once
+        more when the attempt ends; shown by `jobkit jobs show` and to ``jobkit.wait(on_progress=)``."""
+        value = progress_json(amount, message, data)
+        holder = self._reported
+        if holder is None:  # a context made outside a worker (tests): keep it here
+            holder = self._reported = _Kept()
+        if holder.reported is None:
+            holder.reported = Reported()
+        holder.reported.report(value)
+
+    @property
+    def reported(self) -> dict[str, Any] | None:
+        """The latest progress this attempt reported (None: none)."""
+        holder = self._reported
+        return None if holder is None or holder.reported is None else holder.reported.value
 
     def heartbeat(self, by: timedelta | None = None) -> Any:
         """Extend this attempt's lease (default: by the full lease). False: the job is no longer

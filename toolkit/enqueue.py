@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal, overload
 from uuid import UUID
 
 import psycopg
@@ -25,11 +25,29 @@ from .connector import Database, Session
 from .connector.aio import AsyncSession
 from .durations import parse_duration
 from .exceptions import ConfigError
-from .jobs import NewJob, TraceContext
+from .jobs import JobResult, NewJob, TraceContext
 from .lifecycle import Lifecycle, Statements
 from .validate import integer, type_name
 
 MAX_KEY = 1000  # characters: a btree entry must stay well under its ~2.7 kB limit
+
+
+@overload
+def enqueue(target: Any, job_type: str, payload: Any, *, priority: int = 0, run_at: datetime | None = None,
+            delay: timedelta | float | None = None, max_attempts: int | None = None,
+            idempotency_key: str | None = None, concurrency_key: str | None = None,
+            debounce: timedelta | str | float | None = None, throttle: timedelta | str | float | None = None,
+            schema: str = "jobkit", api_schema: str = "jobkit_api",
+            wait: Literal[False] = False, timeout: float = 30.0) -> UUID: ...
+
+
+@overload
+def enqueue(target: Any, job_type: str, payload: Any, *, priority: int = 0, run_at: datetime | None = None,
+            delay: timedelta | float | None = None, max_attempts: int | None = None,
+            idempotency_key: str | None = None, concurrency_key: str | None = None,
+            debounce: timedelta | str | float | None = None, throttle: timedelta | str | float | None = None,
+            schema: str = "jobkit", api_schema: str = "jobkit_api",
+            wait: Literal[True], timeout: float = 30.0) -> JobResult: ...
 
 
 def enqueue(target: Any, job_type: str, payload: Any, *, priority: int = 0,
@@ -37,16 +55,21 @@ def enqueue(target: Any, job_type: str, payload: Any, *, priority: int = 0,
             max_attempts: int | None = None, idempotency_key: str | None = None,
             concurrency_key: str | None = None, debounce: timedelta | str | float | None = None,
             throttle: timedelta | str | float | None = None,
-            schema: str = "jobkit", api_schema: str = "jobkit_api") -> UUID:
+            schema: str = "jobkit", api_schema: str = "jobkit_api", wait: bool = False,
+            timeout: float = 30.0) -> UUID | JobResult:
     """Enqueue one job; returns its id (an existing unfinished job's id for a repeated idempotency
     key). ``concurrency_key``: the job's key (default: the type's template). With ``debounce``
     ("30s") a pending job of the same type and key takes this payload and runs ``debounce`` after
     this call instead (its id comes back); with ``throttle`` ("1m") only the first job of a key
-    per window is created, later calls in the window return its id."""
+    per window is created, later calls in the window return its id. With ``wait=True``: waits up
+    to ``timeout`` seconds for it to finish and returns its JobResult (see :func:`jobkit.wait`,
+    which raises JobFailed or WaitTimeout)."""
     job = check_job(NewJob(job_type, payload, priority=priority, run_at=run_at, max_attempts=max_attempts,
                            idempotency_key=idempotency_key, delay=_delta(delay),
                            concurrency_key=concurrency_key, debounce=_window(debounce, "debounce"),
                            throttle=_window(throttle, "throttle")))
+    if wait:
+        _refuse_waiting_in_transaction(target)
     with tracing.enqueueing([job_type]) as traced:
         if _is_supabase(target):
             [job_id] = _supabase_many(target, [job], api_schema, traced.context)
@@ -54,7 +77,11 @@ def enqueue(target: Any, job_type: str, payload: Any, *, priority: int = 0,
             with _session(target) as session:
                 job_id = Lifecycle(session, schema).enqueue(job, traced.context)
         traced.sent([job_id])
-        return job_id
+    if wait:
+        from .results import wait as wait_for
+
+        return wait_for(target, job_id, timeout=timeout, schema=schema, api_schema=api_schema)
+    return job_id
 
 
 def enqueue_many(target: Any, jobs: Sequence[NewJob], *, schema: str = "jobkit",
@@ -62,8 +89,9 @@ def enqueue_many(target: Any, jobs: Sequence[NewJob], *, schema: str = "jobkit",
     """Enqueue many jobs in one statement; ids in input order."""
     if not jobs:
         return []
+    jobs = [check_job(job) for job in jobs]
     for job in jobs:
-        _one_at_a_time(check_job(job))
+        _one_at_a_time(job)
     with tracing.enqueueing([j.type for j in jobs]) as traced:
         if _is_supabase(target):
             ids = _supabase_many(target, jobs, api_schema, traced.context)
@@ -74,22 +102,59 @@ def enqueue_many(target: Any, jobs: Sequence[NewJob], *, schema: str = "jobkit",
         return ids
 
 
+@overload
 async def enqueue_async(target: str | psycopg.AsyncConnection[Any], job_type: str, payload: Any, *,
                         priority: int = 0, run_at: datetime | None = None,
                         delay: timedelta | float | None = None, max_attempts: int | None = None,
                         idempotency_key: str | None = None, concurrency_key: str | None = None,
                         debounce: timedelta | str | float | None = None,
-                        throttle: timedelta | str | float | None = None, schema: str = "jobkit") -> UUID:
-    """:func:`enqueue` for asyncio: on a URL, or on your AsyncConnection inside your transaction."""
+                        throttle: timedelta | str | float | None = None, schema: str = "jobkit",
+                        wait: Literal[False] = False, timeout: float = 30.0) -> UUID: ...
+
+
+@overload
+async def enqueue_async(target: str | psycopg.AsyncConnection[Any], job_type: str, payload: Any, *,
+                        priority: int = 0, run_at: datetime | None = None,
+                        delay: timedelta | float | None = None, max_attempts: int | None = None,
+                        idempotency_key: str | None = None, concurrency_key: str | None = None,
+                        debounce: timedelta | str | float | None = None,
+                        throttle: timedelta | str | float | None = None, schema: str = "jobkit",
+                        wait: Literal[True], timeout: float = 30.0) -> JobResult: ...
+
+
+async def enqueue_async(target: str | psycopg.AsyncConnection[Any], job_type: str, payload: Any, *,
+                        priority: int = 0, run_at: datetime | None = None,
+                        delay: timedelta | float | None = None, max_attempts: int | None = None,
+                        idempotency_key: str | None = None, concurrency_key: str | None = None,
+                        debounce: timedelta | str | float | None = None,
+                        throttle: timedelta | str | float | None = None, schema: str = "jobkit",
+                        wait: bool = False, timeout: float = 30.0) -> UUID | JobResult:
+    """:func:`enqueue` for asyncio: on a URL, or on your AsyncConnection inside your transaction
+    (``wait=True`` only outside one: see :func:`jobkit.wait_async`)."""
     job = check_job(NewJob(job_type, payload, priority=priority, run_at=run_at, max_attempts=max_attempts,
                            idempotency_key=idempotency_key, delay=_delta(delay),
                            concurrency_key=concurrency_key, debounce=_window(debounce, "debounce"),
                            throttle=_window(throttle, "throttle")))
+    if wait:
+        _refuse_waiting_in_transaction(target)
     with tracing.enqueueing([job_type]) as traced:
         async with _async_session(target) as session:
             job_id = await session.run(Statements(schema).enqueue(job, traced.context))
         traced.sent([job_id])
-        return job_id
+    if wait:
+        from .results import wait_async
+
+        return await wait_async(target, job_id, timeout=timeout, schema=schema)
+    return job_id
+
+
+def _refuse_waiting_in_transaction(target: Any) -> None:
+    """A job enqueued inside the caller's open transaction cannot run before they commit."""
+    if isinstance(target, (psycopg.Connection, psycopg.AsyncConnection)) and (
+            not target.autocommit or target.info.transaction_status != psycopg.pq.TransactionStatus.IDLE):
+        raise ConfigError("enqueue(..., wait=True) inside an open transaction would wait forever: "
+                          "the job exists only once you commit",
+                          hint="pass the URL or an autocommit connection, or commit and call jobkit.wait()")
 
 
 async def enqueue_many_async(target: str | psycopg.AsyncConnection[Any], jobs: Sequence[NewJob], *,
@@ -97,8 +162,9 @@ async def enqueue_many_async(target: str | psycopg.AsyncConnection[Any], jobs: S
     """:func:`enqueue_many` for asyncio: one statement; ids in input order."""
     if not jobs:
         return []
+    jobs = [check_job(job) for job in jobs]
     for job in jobs:
-        _one_at_a_time(check_job(job))
+        _one_at_a_time(job)
     with tracing.enqueueing([j.type for j in jobs]) as traced:
         async with _async_session(target) as session:
             ids = await session.run(Statements(schema).enqueue_many(jobs, traced.context))
@@ -120,8 +186,12 @@ async def _async_session(target: Any) -> AsyncIterator[AsyncSession]:
 
 def check_job(job: NewJob) -> NewJob:
     """Refuse, with the field named, what the database would refuse with a misleading message (a
-    long type read as "payload too long", a huge priority as "function does not exist")."""
+    long type read as "payload too long", a huge priority as "function does not exist"). A pydantic
+    model payload becomes its JSON form (``model_dump(mode="json")``)."""
     type_name(job.type)
+    dump = getattr(job.payload, "model_dump", None)
+    if callable(dump) and not isinstance(job.payload, type):
+        job = job._replace(payload=dump(mode="json"))
     if job.priority is not None:
         integer(job.priority, "priority", -(2**31), 2**31 - 1)
     if job.max_attempts is not None:

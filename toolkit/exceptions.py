@@ -12,13 +12,17 @@
     ├── DeployError             a migration failed; nothing of it was applied
     ├── DriftError              deploy --check found the database behind or changed (exit 3)
     ├── LocalDbError            the embedded local PostgreSQL cannot be started or used
-    └── WorkerGaveUp            a worker could not reach the database (or LISTEN) for too long
+    ├── WorkerGaveUp            a worker could not reach the database (or LISTEN) for too long
+    ├── WaitTimeout             jobkit.wait: the job did not finish within the timeout
+    └── JobFailed               jobkit.wait: the job failed, was dead-lettered or cancelled
 
 The CLI catches JobkitError once, prints ``error: <message>`` and ``hint: <hint>`` and exits with
 ``exit_code``; tracebacks only with ``-v``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class JobkitError(Exception):
@@ -100,3 +104,28 @@ class WorkerGaveUp(JobkitError):
     """The worker gave up: the database (or its LISTEN connection) stayed unreachable."""
 
     default_hint = "check that the database is up and reachable; the worker can be restarted as is"
+
+
+class WaitTimeout(JobkitError):
+    """The job did not finish within the timeout."""
+
+    default_hint = "wait longer (timeout=...), or look at it with `jobkit jobs show ID`"
+
+    def __init__(self, message: str | None = None, *, hint: str | None = None, job_id: Any = None,
+                 status: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.job_id = job_id
+        self.status = status  # the job's state when the wait gave up
+
+
+class JobFailed(JobkitError):
+    """The job failed, was dead-lettered or was cancelled."""
+
+    default_hint = "see every attempt with `jobkit jobs show ID`; `jobkit jobs retry ID` runs it again"
+
+    def __init__(self, message: str | None = None, *, hint: str | None = None, job: Any = None) -> None:
+        super().__init__(message, hint=hint)
+        self.job = job  # the JobResult: status, error (the last error), attempts, progress
+        self.job_id = getattr(job, "id", None)
+        self.status = getattr(job, "status", None)
+        self.error = getattr(job, "error", None)

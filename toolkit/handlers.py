@@ -8,8 +8,11 @@
         return {"message_id": ...}
 
 A handler is a sync or async function ``(payload, ctx) -> result``; the result must be
-JSON-serializable. Any exception retries with backoff; ``Retry(after=...)`` chooses the delay,
-``RateLimited(retry_after=...)`` snoozes without consuming an attempt, ``Permanent`` fails for good.
+JSON-serializable. With ``payload=Model`` (a pydantic model class), the payload is validated and the
+handler receives the model instance; a payload that does not validate fails the job permanently
+with the validation error (it is never retried). Any exception retries with backoff;
+``Retry(after=...)`` chooses the delay, ``RateLimited(retry_after=...)`` snoozes without consuming an
+attempt, ``Permanent`` fails for good.
 """
 
 from __future__ import annotations
@@ -61,6 +64,21 @@ class Handler:
     max_attempts: int | None = None
     backoff: Backoff | None = None
     rate_limit: str | None = None
+    payload_model: Any = None  # a pydantic model class the payload is validated into
+
+    def parse(self, payload: Any) -> Any:
+        """The payload the handler receives: validated into ``payload_model`` when there is one;
+        Permanent (never retried) when it does not validate."""
+        if self.payload_model is None:
+            return payload
+        try:
+            return self.payload_model.model_validate(payload)
+        except Exception as exc:  # noqa: BLE001 - pydantic's ValidationError, or the model's own check
+            errors = getattr(exc, "errors", None)
+            detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in errors()) \
+                if callable(errors) else str(exc)
+            raise Permanent(f"invalid payload for {self.type} ({self.payload_model.__name__}): "
+                            f"{detail}") from None
 
     def retry_delay(self, attempt: int) -> timedelta | None:
         """The handler's own backoff after a failed ``attempt``; None = the database's curve."""
@@ -80,10 +98,15 @@ class Registry:
     def handler(
         self, job_type: str, *, timeout: Seconds = 60, lease: Seconds | None = None,
         max_attempts: int | None = None, backoff: Backoff | None = None, rate_limit: str | None = None,
+        payload: Any = None,
     ) -> Callable[[HandlerFunc], HandlerFunc]:
         """Register the decorated function for ``job_type``. ``lease`` defaults to the timeout plus
         30 s; long jobs heartbeat automatically, so the lease may be shorter than the timeout (but
-        not shorter than 5 s). ``max_attempts`` applies to jobs enqueued without their own."""
+        not shorter than 5 s). ``max_attempts`` applies to jobs enqueued without their own.
+        ``payload``: a pydantic model class; the handler then receives the validated instance."""
+        if payload is not None and not callable(getattr(payload, "model_validate", None)):
+            raise ConfigError(f"handler {job_type}: payload= must be a pydantic model class, got {payload!r}",
+                              hint="pip install pydantic and pass a BaseModel subclass")
 
         def register(func: HandlerFunc) -> HandlerFunc:
             if job_type in self._handlers:
@@ -97,6 +120,7 @@ class Registry:
             self._handlers[job_type] = Handler(
                 type=job_type, func=func, is_async=inspect.iscoroutinefunction(func), timeout=limit,
                 lease=held, max_attempts=max_attempts, backoff=backoff, rate_limit=rate_limit,
+                payload_model=payload,
             )
             return func
 
@@ -104,6 +128,14 @@ class Registry:
 
     def get(self, job_type: str) -> Handler | None:
         return self._handlers.get(job_type)
+
+    def run_inline(self, job_type: str, payload: Any, **options: Any) -> Any:
+        """For tests: run one job through its handler in this process, with the worker's real retry
+        and backoff logic over an in-memory queue (time jumps over the backoff). Returns its final
+        JobResult (``.status``, ``.result``, ``.error``, ``.attempts``); see jobkit.testing."""
+        from .testing import run_inline
+
+        return run_inline(self, job_type, payload, **options)
 
     def __contains__(self, job_type: object) -> bool:
         return job_type in self._handlers

@@ -53,6 +53,7 @@ class Job:
     round_start: int = 0  # attempts used before the last retry_job (a fresh round)
     trace_context: TraceContext | None = None  # the enqueuer's, when it traced (see tracing.py)
     concurrency_key: str | None = None  # its key (fair types: per-key limits, round-robin claims)
+    progress: dict[str, Any] | None = None  # what the handler last reported (ctx.progress)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Job:
@@ -104,6 +105,55 @@ class Failure:
 
 #: A completed attempt to record: (job id, attempt, the result as JSON text; None = null).
 Done = tuple[UUID, int, str | None]
+
+
+#: The states in which a job waits for nothing more: wait() returns or raises on them.
+FINISHED = frozenset({Status.COMPLETED, Status.FAILED, Status.DEAD, Status.CANCELLED})
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a handler reported with ``ctx.progress()``: a fraction from 0 to 1 (given, or done /
+    total), the counts when given, a message and any JSON data."""
+
+    fraction: float | None = None
+    done: int | None = None
+    total: int | None = None
+    message: str | None = None
+    data: Any = None
+
+    @classmethod
+    def from_json(cls, value: Any) -> Progress | None:
+        if not isinstance(value, dict):
+            return None
+        return cls(value.get("fraction"), value.get("done"), value.get("total"), value.get("message"),
+                   value.get("data"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """A job's state as a producer sees it (``jobkit.wait`` returns it once the job finished)."""
+
+    id: UUID
+    status: Status
+    result: Any = None  # the handler's return value (completed jobs)
+    error: str | None = None  # the last attempt's error (failed, dead; or an earlier failed try)
+    attempts: int = 0
+    progress: Progress | None = None
+    completed_at: datetime | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> JobResult:
+        return cls(UUID(str(row["id"])), Status(row["status"]), row.get("result"), row.get("last_error"),
+                   int(row.get("attempts") or 0), Progress.from_json(row.get("progress")),
+                   row.get("completed_at"))
 
 
 @dataclass(frozen=True)

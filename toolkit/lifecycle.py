@@ -13,6 +13,7 @@ caller's transaction, tests); the worker's async PostgresBackend runs the same o
     retry, cancel              an operator's verbs
     sweep_stuck, sweep_dead, prune   the built-in schedules' work
     get, history               a job, and every attempt of it
+    state, progress            what a waiting producer reads; what a handler reported (ctx.progress)
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, Generic, TypeVar
 from uuid import UUID
 
 from .connector import Row, Session, json_param
-from .jobs import Attempt, Claimed, Done, Failure, Job, NewJob, TraceContext
+from .jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, TraceContext
 from .queries import queries
 
 T = TypeVar("T")
@@ -101,6 +102,13 @@ class Statements:
 
     def history(self, job_id: UUID) -> Statement[list[Attempt]]:
         return Statement(self.q["job_attempts"], {"id": job_id}, _attempts, dicts=True)
+
+    def state(self, job_id: UUID) -> Statement[JobResult | None]:
+        return Statement(self.q["job_state"], {"id": job_id}, _state, dicts=True)
+
+    def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> Statement[set[UUID]]:
+        return Statement(self.q["set_progress"], {**running_params([(r[0], r[1]) for r in reports]),
+                                                  "progress": json_param([r[2] for r in reports])}, _id_set)
 
     # What a worker needs besides the steps: rate-limit tokens, what is due, its keys.
     def take_tokens(self, key: str, want: int) -> Statement[int]:
@@ -182,6 +190,12 @@ class Lifecycle:
 
     def history(self, job_id: UUID) -> list[Attempt]:
         return self.session.run(self.sql.history(job_id))
+
+    def state(self, job_id: UUID) -> JobResult | None:
+        return self.session.run(self.sql.state(job_id))
+
+    def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> set[UUID]:
+        return self.session.run(self.sql.progress(reports)) if reports else set()
 
 
 # ---- parameters in their cheapest form ------------------------------------------------------------
@@ -292,6 +306,10 @@ def _nothing(_rows: list[Any]) -> None:
 
 def _job(rows: list[Row]) -> Job | None:
     return Job.from_row(rows[0]) if rows else None
+
+
+def _state(rows: list[Row]) -> JobResult | None:
+    return JobResult.from_row(rows[0]) if rows else None
 
 
 def _attempts(rows: list[Row]) -> list[Attempt]:

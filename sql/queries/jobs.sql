@@ -54,3 +54,13 @@ select * from {{ s }}.jobs where id = %(id)s
 -- name: job_attempts
 select attempt, worker_id, started_at, finished_at, outcome, error, duration
 from {{ s }}.job_history where job_id = %(id)s order by attempt, finished_at
+
+-- name: job_state
+-- What a waiting producer reads (jobkit.wait): no payload, no history.
+select id, status, result, last_error, attempts, progress, completed_at
+from {{ s }}.jobs where id = %(id)s
+
+-- name: set_progress
+-- ids and attempts as array literals, the progress objects as one JSON array (parallel).
+select * from {{ s }}.set_progress(%(ids)s::pg_catalog.uuid[], %(attempts)s::int[],
+                                   %(progress)s::pg_catalog.jsonb) as id

@@ -18,7 +18,8 @@ import pytest
 from jobkit.config import Backoff, RateLimitConfig, Settings, TypeConfig
 from jobkit.connector import Database
 from jobkit.exceptions import DatabaseError
-from jobkit.jobs import Failure, NewJob, Status
+from jobkit.jobs import Failure, NewJob, Progress, Status
+from jobkit.results import wait_async
 from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.worker.backends import Backend
 from jobkit.worker.backends.memory import MemoryBackend
@@ -294,6 +295,28 @@ def test_running_check_names_the_attempts_that_lost_their_job(run: Run[Any]) -> 
         assert await b.running_check(running) == {done: "completed"}
         assert await b.running_check([(held, claimed[held].attempts + 1)]) == {held: "processing"}
         assert await b.running_check([]) == {}
+
+    run(body)
+
+
+def test_progress_is_fenced_and_state_shows_it_with_the_result(run: Run[Any]) -> None:
+    async def body(b: Backend) -> None:
+        job_id, other = await b.enqueue_many([NewJob("t", 1), NewJob("t", 2)])
+        claimed = {c.id: c for c in await b.claim("t", 2, "w", LEASE)}
+        state = await b.state(job_id)
+        assert state is not None and state.status == Status.PROCESSING and state.progress is None
+        report = {"fraction": 0.25, "done": 1, "total": 4, "message": "one", "data": {"k": [1]}}
+        assert await b.progress([(job_id, claimed[job_id].attempts, report),
+                                 (other, claimed[other].attempts + 1, {"fraction": 1.0})]) == {job_id}
+        assert await b.complete([(job_id, claimed[job_id].attempts, json.dumps({"ok": 1}))]) == {job_id}
+        state = await b.state(job_id)
+        assert state is not None and (state.status, state.result, state.attempts) == (Status.COMPLETED, {"ok": 1}, 1)
+        assert state.progress == Progress(0.25, 1, 4, "one", {"k": [1]})
+        assert state.completed_at is not None and state.error is None
+        assert (await b.state(other)).progress is None  # type: ignore[union-attr]  # fenced out
+        assert await b.progress([(job_id, claimed[job_id].attempts, report)]) == set()  # finished
+        assert await b.state(uuid.uuid4()) is None
+        assert (await wait_async(b, job_id, timeout=5)).result == {"ok": 1}
 
     run(body)
 

@@ -120,6 +120,12 @@ def test_every_page_renders_with_security_headers(open_client: TestClient, seede
     job_id = seed_ids(seeded, "dead")[0]
     detail = open_client.get(f"/jobs/{job_id}", headers=HTML)
     assert detail.status_code == 200 and "ConnectionRefusedError" in detail.text
+    with Database(seeded).session() as s:  # what ctx.progress stored (0006)
+        s.execute("update jobkit.jobs set progress = %(p)s::jsonb where id = %(id)s",
+                  {"id": job_id, "p": '{"fraction": 0.4, "done": 4, "total": 10, "message": "row <4>"}'})
+    detail = open_client.get(f"/jobs/{job_id}", headers=HTML).text
+    assert re.search(r'id="job-progress"><progress max="1" value="0.4"></progress> 40% \(4/10\) row &lt;4&gt;</dd>',
+                     detail), detail[:2000]
     assert open_client.get("/jobs/8d5b0a3c-0000-4000-8000-000000000000", headers=HTML).status_code == 404
     assert open_client.get("/jobs/not-a-uuid", headers=HTML).status_code == 400
 

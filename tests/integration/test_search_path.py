@@ -413,7 +413,9 @@ def _manager(session: Session) -> None:
     manager.sweep_stuck()
     manager.sweep_dead()
     manager.prune(timedelta(days=7))
+    assert manager.progress([(jobs[4].id, jobs[4].attempts, {"fraction": 0.5})]) == {jobs[4].id}
     assert manager.get(ids[0]) and manager.history(ids[1]) is not None
+    assert manager.state(ids[4]) and jobkit.wait(session, ids[0], timeout=1).result == {"r": 1}
     # Fair claims (keys rendered from the payload), a key paused, debounce and throttle.
     manager.enqueue_many([NewJob("tenant", {"t": i % 3}) for i in range(9)])
     session.execute(f"select {ident(SCHEMA)}.pause_type('tenant', 't:2')")

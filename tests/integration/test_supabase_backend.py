@@ -245,8 +245,27 @@ def test_api_functions_are_for_service_role_only(base_url: str, db_url: str) -> 
     assert names == {f"{API}.{fn}" for fn in (
         "claim_jobs", "complete_jobs", "fail_jobs", "snooze_job", "extend_leases", "release_jobs",
         "take_tokens", "token_wait_seconds", "due_count", "due_types", "next_due_in", "worker_keys", "ping",
-        "enqueue", "enqueue_many", "get_job", "running_check")}
+        "enqueue", "enqueue_many", "get_job", "running_check", "job_state", "set_progress")}
     assert len(rows) == len(names)  # no stale overloads
     assert all(r[1:] == (False, False, True) for r in rows), rows
     assert sql(db_url, "select has_schema_privilege('anon', %s, 'usage'),"
                        " has_schema_privilege('service_role', %s, 'usage')", API, API) == [(False, True)]
+
+
+def test_enqueue_wait_true_through_the_data_api(base_url: str, db_url: str, client: Client) -> None:
+    """enqueue(..., wait=True) with a supabase-py client: enqueue_many and then job_state over RPC
+    (polled: PostgREST has no LISTEN) until a real worker process completes or fails the job."""
+    from jobkit import JobFailed, Status, wait
+    from workers import Worker
+
+    worker = Worker(db_url, "--listen")
+    try:
+        done = enqueue(client, "e2e.ok", {"via": "rpc"}, api_schema=API, wait=True, timeout=30)
+        assert (done.status, done.result) == (Status.COMPLETED, {"echo": {"via": "rpc"}, "attempt": 1})
+        failing = enqueue(client, "e2e.fail", {}, api_schema=API)
+        with pytest.raises(JobFailed) as failed:
+            wait(client, failing, api_schema=API, timeout=30)
+        assert failed.value.status == Status.FAILED and "attempt 2" in (failed.value.error or "")
+    finally:
+        worker.proc.kill()
+        worker.proc.communicate(timeout=10)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 from rich.progress import Progress
@@ -89,6 +90,8 @@ def show(state: State, job_id: str, as_json: bool, db_url: str | None) -> None:
     )
     out.print(f"payload: {json.dumps(job.payload)}", markup=False)
     out.print(f"result:  {json.dumps(job.result)}", markup=False)
+    if job.progress:
+        out.print(f"progress: {progress_line(job.progress)}", markup=False)
     for a in attempts:
         out.print(
             f"- attempt {a.attempt} on {a.worker_id}: {a.outcome} at {timestamp(a.finished_at)} "
@@ -181,3 +184,17 @@ def purge(
         task = bar.add_task("purging", total=count)
         deleted = jobsadmin.purge(app.db, app.settings, status, age, job_type, lambda n: bar.advance(task, n))
     click.echo(f"deleted {deleted} job(s)")
+
+
+def progress_line(value: dict[str, Any]) -> str:
+    """ctx.progress's report in one line: 40% (4/10) message {data}."""
+    parts = []
+    if value.get("fraction") is not None:
+        parts.append(f"{float(value['fraction']):.0%}")
+    if value.get("total") is not None:
+        parts.append(f"({value.get('done')}/{value['total']})")
+    if value.get("message"):
+        parts.append(str(value["message"]))
+    if value.get("data") is not None:
+        parts.append(json.dumps(value["data"]))
+    return " ".join(parts)

@@ -64,6 +64,15 @@ class AsyncSession:
         finally:
             await conn.close()
 
+    async def listen(self, channel: str) -> None:
+        with _translated():
+            await self._conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(channel)))
+
+    async def notifies(self, timeout: float) -> list[str]:
+        """Wait up to ``timeout`` s for a notification; their payloads (none after the timeout)."""
+        with _translated():
+            return [n.payload async for n in self._conn.notifies(timeout=timeout, stop_after=1)]
+
     async def run(self, statement: Runnable[T]) -> T:
         """Run one lifecycle Statement (lifecycle.py) and read its rows."""
         with _translated():

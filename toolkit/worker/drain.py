@@ -332,6 +332,8 @@ class Drainer:
             else:
                 if (running.timed_out or running.cancelled) and me is not None and me.cancelling():
                     me.uncancel()  # the handler swallowed the cancellation and finished anyway
+            if running.reported is not None and running.reported.pending:
+                await self._tending.write_progress([running], loop.time())  # its last report
             self.window.observe(loop.time() - started)
             self.observer.ran(running.job.type, loop.time() - started)
             if running.cancelled:  # cancel_job recorded the attempt; a late result is not stored
@@ -351,13 +353,15 @@ class Drainer:
                 f"no handler for job type {job.type!r} on worker {self.worker_id} (registered: {registered})"
             )
         loop = asyncio.get_running_loop()
-        ctx = JobContext(job, backend=self.backend, loop=loop, lease=running.lease, deadline=running.deadline)
+        ctx = JobContext(job, backend=self.backend, loop=loop, lease=running.lease, deadline=running.deadline,
+                         holder=running)
         running.ctx = ctx
         try:
+            payload = handler.parse(job.payload) if handler.payload_model is not None else job.payload
             if handler.is_async:
-                result = await handler.func(job.payload, ctx)
+                result = await handler.func(payload, ctx)
             else:
-                ok, result = await self._in_thread(running, handler, ctx)
+                ok, result = await self._in_thread(running, handler, payload, ctx)
                 if not ok:
                     return False, result
             return True, encode_result(result)
@@ -368,15 +372,15 @@ class Drainer:
         except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, ... end only this attempt
             return False, exc
 
-    def _in_thread(self, running: Running, handler: Handler,
+    def _in_thread(self, running: Running, handler: Handler, payload: Any,
                    ctx: JobContext) -> asyncio.Future[tuple[bool, Any]]:
         """A sync handler's call in the thread pool; a traced job's thread gets a copy of the
         context, so that the handler sees its span (executor threads get none by themselves)."""
         loop = asyncio.get_running_loop()
         if running.trace is None:
-            return loop.run_in_executor(self._threads, _call, handler.func, running.job.payload, ctx)
+            return loop.run_in_executor(self._threads, _call, handler.func, payload, ctx)
         return loop.run_in_executor(self._threads, _call_in, contextvars.copy_context(), handler.func,
-                                    running.job.payload, ctx)
+                                    payload, ctx)
 
     def _settled(self, running: Running) -> None:
         self._running.discard(running)

@@ -29,6 +29,7 @@ from .backends import Backend
 from .groupcommit import GroupCommit
 from .metrics import Observer, Quiet
 from .outcomes import DrainSummary, failure, last_line
+from .progress import Reported
 
 log = logging.getLogger("jobkit.worker")
 T = TypeVar("T")
@@ -53,6 +54,7 @@ class Running:
     ctx: Any = None  # the handler's JobContext once it runs
     outcome: Any = None  # the result's JSON text to store, or the Failure to record
     trace: JobSpan | None = None  # its spans, when tracing is on (tracing.py)
+    reported: Reported | None = None  # its handler's progress (ctx.progress), once it reported
 
 
 @dataclass(eq=False)

@@ -1,4 +1,5 @@
-"""Tending the running jobs of a Drainer: abandon handlers past their timeout, extend leases.
+"""Tending the running jobs of a Drainer: abandon handlers past their timeout, extend leases,
+write the progress handlers reported (throttled: worker/progress.py).
 
 One task per worker process instead of a timer per job: every ``tick`` it cancels the runner of
 any job past its deadline (the runner records a TimeoutError and the job is retried), and once a
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
 
 from .backends import Backend
+from .progress import FLUSH_EVERY, Reported
 
 log = logging.getLogger("jobkit.worker")
 BEAT = 1.0  # seconds between lease checks
@@ -37,6 +39,7 @@ class Tended(Protocol):
     cancelled: bool
     ctx: Any
     drain: Any
+    reported: Reported | None
 
 
 class Tending:
@@ -61,6 +64,10 @@ class Tending:
             await asyncio.sleep(self.tick)
             now = loop.time()
             self.abandon_overdue(now)
+            due = [r for r in self._running if r.reported is not None and r.reported.pending
+                   and now - r.reported.written_at >= FLUSH_EVERY]
+            if due:
+                await self.write_progress(due, now)
             if now >= next_beat:
                 next_beat = now + BEAT
                 await self.extend_leases(now)
@@ -108,3 +115,20 @@ class Tending:
                 continue
             for r in group:
                 r.extended_at = now
+
+    async def write_progress(self, group: Sequence[Tended], now: float) -> None:
+        """Write the latest progress of ``group``'s jobs in one statement (fenced: a job that is no
+        longer this attempt's is left alone). A failed write is tried again on a later tick."""
+        reports = []
+        for r in group:
+            box = r.reported
+            if box is not None and box.value is not None:
+                version = box.version
+                reports.append((r, box, version, (r.job.id, r.job.attempts, box.value)))
+        try:
+            await self._backend.progress([item for _r, _b, _v, item in reports])
+        except Exception:  # noqa: BLE001 - progress is best effort: the next tick tries again
+            log.warning("writing progress failed", exc_info=True)
+            return
+        for _r, box, version, _item in reports:
+            box.written, box.written_at = version, now

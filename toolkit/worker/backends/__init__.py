@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Protocol
+from typing import Any, Protocol
 from uuid import UUID
 
-from ...jobs import Claimed, Done, Failure, Job, NewJob, TraceContext
+from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, TraceContext
 
 
 class Backend(Protocol):
@@ -47,6 +47,14 @@ class Backend(Protocol):
         ...
 
     async def get(self, job_id: UUID) -> Job | None: ...
+
+    async def state(self, job_id: UUID) -> JobResult | None:
+        """What a waiting producer reads (jobkit.wait_async polls it)."""
+        ...
+
+    async def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> set[UUID]:
+        """Store what handlers reported (ctx.progress) on their running attempts (fenced)."""
+        ...
 
     async def take_tokens(self, key: str, want: int) -> int: ...
 

@@ -17,11 +17,12 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from ...config import RateLimitConfig, TypeConfig
 from ...exceptions import DatabaseError
-from ...jobs import Attempt, Claimed, Done, Failure, Job, NewJob, Status, TraceContext
+from ...jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, Status, TraceContext
 
 MIN_LEASE = 5.0
 DEFAULTS = TypeConfig()
@@ -54,6 +55,7 @@ class _Row:
     concurrency_key: str | None = None
     history: list[Attempt] = field(default_factory=list)
     trace_context: TraceContext | None = None
+    progress: dict[str, Any] | None = None
 
 
 @dataclass
@@ -186,6 +188,24 @@ class MemoryBackend:
     async def get(self, job_id: UUID) -> Job | None:
         row = self.rows.get(job_id)
         return None if row is None else _job(row)
+
+    async def state(self, job_id: UUID) -> JobResult | None:
+        row = self.rows.get(job_id)
+        if row is None:
+            return None
+        return JobResult.from_row({
+            "id": row.id, "status": row.status, "last_error": row.last_error, "attempts": row.attempts,
+            "result": None if row.result is None else json.loads(row.result), "progress": row.progress,
+            "completed_at": _dt(row.completed_at)})
+
+    async def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> set[UUID]:
+        kept = set()
+        for job_id, attempt, value in reports:
+            row = self._held(job_id, attempt)
+            if row is not None:
+                row.progress = json.loads(json.dumps(value))  # stored as JSON, like jsonb
+                kept.add(job_id)
+        return kept
 
     async def take_tokens(self, key: str, want: int) -> int:
         return self._take(key, max(want, 0), self.clock())
@@ -468,4 +488,6 @@ def _job(row: _Row) -> Job:
         row.handler_max_attempts,
         row.round_start,
         row.trace_context,
+        row.concurrency_key,
+        row.progress,
     )

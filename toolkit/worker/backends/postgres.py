@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
+from typing import Any
 from uuid import UUID
 
 from ...connector import Row
 from ...connector.aio import AsyncPool
-from ...jobs import Claimed, Done, Failure, Job, NewJob, TraceContext
+from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, TraceContext
 from ...lifecycle import Statements
 
 
@@ -63,6 +64,12 @@ class PostgresBackend:
 
     async def get(self, job_id: UUID) -> Job | None:
         return await self.pool.run(self.sql.get(job_id))
+
+    async def state(self, job_id: UUID) -> JobResult | None:
+        return await self.pool.run(self.sql.state(job_id))
+
+    async def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> set[UUID]:
+        return await self.pool.run(self.sql.progress(reports)) if reports else set()
 
     async def take_tokens(self, key: str, want: int) -> int:
         return await self.pool.run(self.sql.take_tokens(key, want))

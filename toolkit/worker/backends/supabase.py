@@ -21,7 +21,7 @@ from postgrest import APIError, AsyncPostgrestClient
 from supabase import AsyncClient, AsyncClientOptions, acreate_client
 
 from ...exceptions import ConfigError, ConnectionFailed, DatabaseError
-from ...jobs import Claimed, Done, Failure, Job, NewJob, TraceContext
+from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, TraceContext
 from ...lifecycle import enqueue_many_params
 
 _HINTS = {
@@ -82,6 +82,18 @@ class SupabaseBackend:
     async def get(self, job_id: UUID) -> Job | None:
         rows = await self._rpc("get_job", {"p_id": str(job_id)})
         return _job(rows[0]) if rows else None
+
+    async def state(self, job_id: UUID) -> JobResult | None:
+        rows = await self._rpc("job_state", {"p_id": str(job_id)})
+        return state_from_rpc(rows)
+
+    async def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> set[UUID]:
+        if not reports:
+            return set()
+        ids = await self._rpc("set_progress", {
+            "p_ids": [str(r[0]) for r in reports], "p_attempts": [r[1] for r in reports],
+            "p_progress": [r[2] for r in reports]})
+        return {UUID(i) for i in ids or []}
 
     async def claim(self, job_type: str, limit: int, worker: str, lease: timedelta,
                     rate_key: str | None = None, max_attempts: int | None = None) -> list[Claimed]:
@@ -191,6 +203,15 @@ def enqueue_many_body(jobs: Sequence[NewJob], trace_context: TraceContext | None
             "p_run_at": [j.run_at.isoformat() if j.run_at else None for j in jobs],
             "p_max_attempts": params["max_attempts"], "p_idempotency_key": params["idempotency_keys"],
             "p_trace_context": trace_context or None, "p_concurrency_key": params["concurrency_keys"]}
+
+
+def state_from_rpc(rows: Any) -> JobResult | None:
+    """api.job_state's answer (a list of at most one row, timestamps as strings)."""
+    if not rows:
+        return None
+    row = dict(rows[0])
+    row["completed_at"] = datetime.fromisoformat(row["completed_at"]) if row.get("completed_at") else None
+    return JobResult.from_row(row)
 
 
 _TIMES = ("scheduled_for", "started_at", "completed_at", "created_at", "lease_expires_at", "updated_at")

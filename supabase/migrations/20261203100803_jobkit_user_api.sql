@@ -1,4 +1,4 @@
--- jobkit-user-api: 40f3afcfa8a0f49b30d32a014539cda389dbd1fa6b91245dffb52caf9da62474
+-- jobkit-user-api: e900c3b2b9995792a8c92138c10ae32143aaecd888b3169bd8aa0e819ef6136a
 -- jobkit's per-user job API (optional: [user_api] in jobkit.toml), for the app's signed-in users
 -- (Supabase's `authenticated` role, through PostgREST / supabase-js). Add the schema to the project's
 -- "Exposed schemas". Applied by `jobkit deploy` after the migrations; re-running it is harmless.
@@ -104,7 +104,7 @@ begin
         return null;
     end if;
     insert into "jobkit_user".jobs (id, owner, type, status, progress, result, error, created_at, updated_at)
-    values (new.id, new.owner, new.type, new.status, null,
+    values (new.id, new.owner, new.type, new.status, new.progress,
             case when new.status = 'completed' then new.result end,
             case when new.status in ('failed', 'dead') then pg_catalog.left(pg_catalog.substring(
                 pg_catalog.rtrim(coalesce(new.last_error, ''), E' \n'), E'[^\n]*$'), 300) end,
@@ -112,14 +112,15 @@ begin
     on conflict (id) do update
     set status = excluded.status, progress = excluded.progress, result = excluded.result,
         error = excluded.error, updated_at = excluded.updated_at
-    where ("jobkit_user".jobs.status, "jobkit_user".jobs.result, "jobkit_user".jobs.error)
-          is distinct from (excluded.status, excluded.result, excluded.error);
+    where ("jobkit_user".jobs.status, "jobkit_user".jobs.progress, "jobkit_user".jobs.result, "jobkit_user".jobs.error)
+          is distinct from (excluded.status, excluded.progress, excluded.result, excluded.error);
     return null;
 end
 $$;
 
 drop trigger if exists jobs_user_sync on "jobkit".jobs;
-create trigger jobs_user_sync after insert or update of status, result, last_error, owner on "jobkit".jobs
+create trigger jobs_user_sync after insert or update of status, progress, result, last_error, owner
+    on "jobkit".jobs
     for each row when (new.owner is not null) execute function "jobkit_user".sync_job();
 drop trigger if exists jobs_user_forget on "jobkit".jobs;
 create trigger jobs_user_forget after delete on "jobkit".jobs

@@ -27,6 +27,18 @@ class Seeded:
         return len(self.ids.get(status, []))
 
 
+def hold_state_changing_schedules(url: str) -> None:
+    """Pause the schedules that move jobs between states on their own (sweep-dead turns failed jobs
+    dead, prune deletes): a tick during a test would change the counts it checks. They stay listed
+    (paused) on the schedules page."""
+    from jobkit.cron.pg_cron import CronJobs
+
+    cron = CronJobs(Database(url), Settings(db_url=url))
+    for job in cron.list():
+        if job.name in ("sweep-dead", "prune"):
+            cron.set_active(job, False)
+
+
 def seed(url: str, per_state: int = 100) -> Seeded:
     """``per_state`` jobs per type in each of pending, scheduled (pending later), processing,
     completed, failed, dead and cancelled, plus snoozed attempts and a rate limit."""

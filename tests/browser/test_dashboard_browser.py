@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dashboard_seed import seed
+from dashboard_seed import hold_state_changing_schedules, seed
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
 from jobkit.dashboard import AuthConfig, Dashboard
@@ -47,6 +47,7 @@ def seeded(cluster: LocalCluster, admin: Session, template_db: str) -> Iterator[
     admin.execute_with_identifiers("create database {name} template {tpl}", name=name, tpl=template_db)
     url = cluster.url(name)
     deploy(Database(url), Settings(db_url=url), DeployOptions(), echo=lambda _m: None)
+    hold_state_changing_schedules(url)
     seed(url, per_state=PER_STATE)
     try:
         yield url

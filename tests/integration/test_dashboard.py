@@ -14,7 +14,7 @@ from typing import Any
 import jwt
 import pytest
 from click.testing import CliRunner
-from dashboard_seed import seed
+from dashboard_seed import hold_state_changing_schedules, seed
 from jobkit.cli import cli
 from jobkit.config import Settings
 from jobkit.connector import Database
@@ -38,6 +38,7 @@ HTML = {"accept": "text/html"}
 @pytest.fixture
 def seeded(db_url: str) -> str:
     deploy(Database(db_url), Settings(db_url=db_url), DeployOptions(), echo=lambda _m: None)
+    hold_state_changing_schedules(db_url)
     seed(db_url, per_state=20)
     return db_url
 

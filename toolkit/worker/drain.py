@@ -143,6 +143,7 @@ class Drainer:
                 idle_since, pause = None, LINGER_FIRST
                 continue
             if await self._held_back(d):
+                self._spawn(d)  # a queued job whose runner slot was freed meanwhile starts now
                 if d.runners or d.queue:  # checked again with no await before the wait: no lost wake-up
                     await self._wait_change()  # a job of this drain settles: its key has room again
                 continue
@@ -262,8 +263,11 @@ class Drainer:
         await self._changed.wait()
 
     def _spawn(self, d: DrainState) -> None:
-        """Start runners for queued jobs while slots are free (never more runners than jobs)."""
-        while d.queue and self._free > 0 and len(d.runners) < len(d.queue) and not self._stopping:
+        """Start runners for queued jobs while slots are free (never more runners than jobs). A
+        runner that found the queue empty has finished, but stays in ``d.runners`` until its
+        done-callback runs: it is not counted, or a job queued in between would wait for no one."""
+        while (d.queue and self._free > 0 and not self._stopping
+               and sum(not t.done() for t in d.runners) < len(d.queue)):
             self._free -= 1
             task = asyncio.create_task(self._runner(d))
             d.runners.add(task)

@@ -25,6 +25,7 @@ from jobkit.queries import queries
 from psycopg.types.json import Jsonb
 
 from .cluster import BenchCluster
+from .report import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- dashboard:start -->", "<!-- dashboard:end -->"
@@ -207,15 +208,6 @@ def table(found: list[tuple[Case, dict[str, Any]]], n: int, meta: str) -> str:
     return "\n".join(lines)
 
 
-def write(path: Path, text: str) -> None:
-    doc = path.read_text()
-    if START in doc and END in doc:
-        doc = doc[:doc.index(START)] + text + doc[doc.index(END) + len(END):]
-    else:
-        doc = doc.replace("<!-- notes:start -->", "<!-- notes:start -->\n" + text + "\n", 1)
-    path.write_text(doc)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.dashboard", description=__doc__)
     ap.add_argument("--jobs", type=int, default=1_000_000)
@@ -227,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                                        f"{os.cpu_count()} cores")
     print(text)
     if not args.no_write:
-        write(ROOT / "docs" / "BENCHMARKS.md", text)
+        write_section(ROOT / "docs" / "BENCHMARKS.md", START, END, text)
     return 0 if ok(found) else 1
 
 

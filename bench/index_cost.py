@@ -24,6 +24,7 @@ from jobkit.queries import queries
 from . import jk, verify
 from .cluster import BenchCluster
 from .common import DrainConfig
+from .report import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- index-cost:start -->", "<!-- index-cost:end -->"
@@ -88,15 +89,6 @@ def table(results: dict[str, list[tuple[float, float, float]]], n: int, rounds: 
     return "\n".join(lines)
 
 
-def write(path: Path, text: str) -> None:
-    doc = path.read_text()
-    if START in doc and END in doc:
-        doc = doc[:doc.index(START)] + text + doc[doc.index(END) + len(END):]
-    else:
-        doc = doc.replace("<!-- notes:start -->", "<!-- notes:start -->\n" + text + "\n", 1)
-    path.write_text(doc)
-
-
 def main(argv: list[str] | None = None) -> int:
     import os
 
@@ -111,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"PostgreSQL {cluster.server_version()}, fsync on, {os.cpu_count()} cores")
     print(text)
     if not args.no_write:
-        write(ROOT / "docs" / "BENCHMARKS.md", text)
+        write_section(ROOT / "docs" / "BENCHMARKS.md", START, END, text)
     return 0
 
 

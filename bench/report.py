@@ -253,6 +253,17 @@ def render(results: Results, meta: dict[str, Any], command: str, notes: str) -> 
     return re.sub(r"\n{3,}", "\n\n", "\n".join(parts))
 
 
+def write_section(path: Path, start: str, end: str, text: str) -> None:
+    """Replace the hand-kept notes' section between ``start`` and ``end`` markers with ``text``
+    (which carries the markers), or add it at the top of the notes (bench.dashboard, bench.index_cost)."""
+    doc = path.read_text()
+    if start in doc and end in doc:
+        doc = doc[:doc.index(start)] + text + doc[doc.index(end) + len(end):]
+    else:
+        doc = doc.replace(NOTES_START, NOTES_START + "\n" + text + "\n", 1)
+    path.write_text(doc)
+
+
 def existing_notes(path: Path) -> str:
     if path.exists():
         text = path.read_text()

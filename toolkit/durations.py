@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from .exceptions import ConfigError
 
@@ -38,3 +38,11 @@ def format_duration(value: timedelta) -> str:
         if count:
             out.append(f"{count}{unit}")
     return "".join(out)
+
+
+def format_time(value: datetime | None) -> str:
+    """Times as jobkit prints them everywhere (CLI, dashboard): ISO 8601 in UTC, to the second;
+    "-" for none."""
+    if value is None:
+        return "-"
+    return value.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

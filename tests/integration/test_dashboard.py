@@ -262,6 +262,8 @@ def test_token_auth_and_csrf(token_client: TestClient, seeded: str) -> None:
     form = {"verb": "delete", "scope": "filter", "matched": "1"}
     assert token_client.post("/actions/run", data=form).status_code == 403  # no CSRF token
     assert token_client.post("/actions/run", data={**form, "csrf": "forged"}).status_code == 403
+    forged = {**form, "csrf": csrf(token_client), "matched": "all"}
+    assert token_client.post("/actions/run", data=forged).status_code == 400  # not a count: refused
     assert token_client.post("/login", data={"credential": TOKEN, "next": "//evil.example/x"}
                              ).headers["location"] == "/"  # no open redirect
     assert fingerprint(seeded) == before

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 import click
@@ -12,6 +12,7 @@ from rich.console import Console
 
 from ..app import App
 from ..config import Settings, load_settings, metrics_token_from_env, worker_secret_from_env
+from ..durations import format_time
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -59,7 +60,5 @@ def console(err: bool = False) -> Console:
 
 
 def timestamp(value: datetime | None) -> str:
-    """Every command prints times the same way: ISO 8601 in UTC, to the second ("-" for none)."""
-    if value is None:
-        return "-"
-    return value.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    """Every command prints times the same way (durations.format_time)."""
+    return format_time(value)

@@ -171,15 +171,17 @@ def set_active(db: Database, settings: Settings, name: str, active: bool) -> Cro
     return job
 
 
-def rows(db: Database, settings: Settings, jobs: CronJobs | None = None) -> list[ScheduleRow]:
-    jobs = jobs or CronJobs(db, settings)
+def rows(db: Database, settings: Settings, jobs: CronJobs | None = None,
+         listed: list[CronJob] | None = None) -> list[ScheduleRow]:
+    """A row per jobkit cron job; ``listed``: the jobs when the caller has read them already."""
+    listed = (jobs or CronJobs(db, settings)).list() if listed is None else listed
     with db.session() as session:
         known = origins(session, settings)
     now = datetime.now(UTC)
     return [
         ScheduleRow(j.name, j.schedule, _target(settings, j), j.active, known.get(j.name, "unknown"),
                     j.last_start, j.last_status, next_run(j.schedule, now) if j.active else None)
-        for j in jobs.list()
+        for j in listed
     ]
 
 

@@ -9,11 +9,13 @@ tests/integration/test_dashboard.py check the database before and after every pa
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -30,7 +32,8 @@ from .. import __version__
 from ..config import Settings
 from ..connector import Database, SessionPool
 from ..cron.pg_cron import CronJobs
-from ..exceptions import ConnectionFailed, JobkitError, NotFound
+from ..durations import format_time
+from ..exceptions import ConfigError, ConnectionFailed, JobkitError, NotFound
 from ..ops import pauses
 from ..queries import queries
 from . import actions, data
@@ -46,6 +49,7 @@ SECURITY_HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"cache-control", b"no-store"),
 ]
+log = logging.getLogger("jobkit.dashboard")
 WINDOWS = {"1h": timedelta(hours=1), "1d": timedelta(days=1)}
 
 
@@ -238,10 +242,14 @@ class Dashboard:
 
     def run_action(self, call: Call) -> Response:
         action = self._action(call)
-        matched = int(call.arg("matched") or 0)
+        matched = call.arg("matched") or "0"
+        if not matched.isdigit():
+            raise ConfigError("matched must be the count the confirmation page showed",
+                              hint="confirm the action again from the jobs page")
         with self.pool.session() as s:
-            audit_id = actions.start(s, self.schema, action, self._actor(call), matched)
-        self.executor.submit(actions.run, self.pool, self.schema, audit_id, action)
+            audit_id = actions.start(s, self.schema, action, self._actor(call), int(matched))
+        self.executor.submit(actions.run, self.pool, self.schema, audit_id, action).add_done_callback(
+            functools.partial(_log_failure, audit_id))
         return RedirectResponse(f"{_base(call.request)}/actions/{audit_id}", status_code=303)
 
     def action(self, call: Call) -> Response:
@@ -358,6 +366,13 @@ class SecurityHeaders:
         await self.inner(scope, receive, sending if scope["type"] == "http" else send)
 
 
+def _log_failure(audit_id: int, done: Future[None]) -> None:
+    """actions.run records its own errors on the audit row; if even that failed (the database
+    went away), say so here instead of losing it in the thread."""
+    if not done.cancelled() and done.exception() is not None:
+        log.error("dashboard action %s stopped and could not record why", audit_id, exc_info=done.exception())
+
+
 def create_dashboard(url: str, settings: Settings, **options: Any) -> Dashboard:
     """A :class:`Dashboard`; options as its constructor."""
     return Dashboard(url, settings, **options)
@@ -400,8 +415,6 @@ def _duration(seconds: float | None) -> str:
 
 
 def _when(value: Any) -> str:
-    """Times as the CLI prints them: ISO 8601 in UTC, to the second."""
-    if not isinstance(value, datetime):
-        return "-"
-    return value.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    """Times as the CLI prints them (durations.format_time)."""
+    return format_time(value if isinstance(value, datetime) else None)
 

@@ -153,8 +153,9 @@ class ScheduleView:
 
 def schedules(db: Database, settings: Settings, cron: CronJobs, runs_each: int = 5) -> list[ScheduleView]:
     """jobkit's schedules with their newest runs, each flagged when it has stopped ticking."""
-    listed = schedule_rows(db, settings, cron)
-    by_jobid = {j.jobid: j.name for j in cron.list()}
+    jobs = cron.list()
+    listed = schedule_rows(db, settings, cron, jobs)
+    by_jobid = {j.jobid: j.name for j in jobs}
     runs: dict[str, list[dict[str, Any]]] = {}
     for r in cron.recent_runs(list(by_jobid), runs_each) if by_jobid else []:
         runs.setdefault(by_jobid[r["jobid"]], []).append(r)

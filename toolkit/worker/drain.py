@@ -129,6 +129,7 @@ class Drainer:
                 return "max_jobs"
             if loop.time() >= deadline:
                 return "budget"
+            settles = d.settles  # a job settling while the claim is in flight may free a key's room
             try:
                 jobs, traced = await self._claim(d, limit - d.summary.claimed)
                 if not jobs and await self._wait_for_tokens(d, deadline):
@@ -142,9 +143,9 @@ class Drainer:
                 self._take(d, jobs, traced)
                 idle_since, pause = None, LINGER_FIRST
                 continue
-            if await self._held_back(d):
+            if await self._held_back(d, settles):
                 self._spawn(d)  # a queued job whose runner slot was freed meanwhile starts now
-                if d.runners or d.queue:  # checked again with no await before the wait: no lost wake-up
+                if d.busy and d.settles == settles:  # no await since this check: no lost wake-up
                     await self._wait_change()  # a job of this drain settles: its key has room again
                 continue
             now = loop.time()
@@ -280,10 +281,11 @@ class Drainer:
         if not task.cancelled() and task.exception() is not None:  # a bug in jobkit, not a handler's
             log.error("a job runner failed", exc_info=task.exception())
 
-    async def _held_back(self, d: DrainState) -> bool:
-        """Nothing claimed while this drain still runs jobs, yet jobs are due: a fair type's limits
-        (max_running_per_key, max_running) hold them back until running jobs finish."""
-        if not (d.runners or d.queue) or self._stopping:
+    async def _held_back(self, d: DrainState, settles: int) -> bool:
+        """Nothing claimed while this drain holds jobs (queued, running, or ran with the outcome
+        not yet committed) or had some settle during the claim, yet jobs are due: a fair type's
+        limits (max_running_per_key, max_running) hold them back until outcomes are recorded."""
+        if self._stopping or not (d.busy or d.settles != settles):
             return False
         try:
             return await self.backend.due_count(d.summary.type) > 0
@@ -387,6 +389,7 @@ class Drainer:
                                     payload, ctx)
 
     def _settled(self, running: Running) -> None:
+        running.drain.settles += 1
         self._running.discard(running)
         self._changed.set()
 

@@ -66,6 +66,12 @@ class DrainState:
     queue: deque[Running] = field(default_factory=deque)
     runners: set[asyncio.Task[None]] = field(default_factory=set)
     unsettled: int = 0  # outcomes handed to a statement that has not returned yet
+    settles: int = 0  # jobs of this drain that left the window (recorded, released or dropped)
+
+    @property
+    def busy(self) -> bool:
+        """Jobs of this drain are queued, running, or ran with their outcome not yet committed."""
+        return bool(self.queue or self.runners or self.unsettled)
 
     @property
     def lease(self) -> timedelta:

@@ -85,10 +85,13 @@ create index jobs_finished_idx on {{ s }}.jobs (completed_at) include (status, t
     where status in ('completed', 'dead', 'cancelled');
 -- Fair types (job_types.fair) claim by key: their keys with pending jobs by a skip scan, each key's
 -- due jobs in claim order, and each key's running count. Jobs without a key are in neither index.
+-- No deduplication (0008): jobs enqueued together share every column here, and an entry in a
+-- posting list cannot be marked dead while any job in it is still pending, so every claim would
+-- re-read the key's already-claimed jobs from the heap until VACUUM.
 create index jobs_key_claim_idx on {{ s }}.jobs (type, concurrency_key, priority desc, scheduled_for)
-    where status = 'pending' and concurrency_key is not null;
+    with (deduplicate_items = off) where status = 'pending' and concurrency_key is not null;
 create index jobs_key_running_idx on {{ s }}.jobs (type, concurrency_key)
-    where status = 'processing' and concurrency_key is not null;
+    with (deduplicate_items = off) where status = 'processing' and concurrency_key is not null;
 -- One unfinished job per (type, idempotency key).
 create unique index jobs_idempotency_idx on {{ s }}.jobs (type, idempotency_key)
     where idempotency_key is not null and status in ('pending', 'processing');
@@ -238,7 +241,8 @@ create index audit_log_at_idx on {{ s }}.audit_log (at);
 create table {{ s }}.key_cursors (
     type       text primary key,
     last_key   text not null,
-    updated_at timestamptz not null default now()
+    updated_at timestamptz not null default now(),
+    keys       int  -- 0008: keys with due jobs the last claim found; sizes the next claim's probes
 ) with (fillfactor = 50);
 
 -- 0005: paused types (key null) and paused keys of a type: not claimed; a paused type is not woken.
@@ -681,28 +685,49 @@ begin
 end
 $$;
 
+-- One probe of jobs_key_claim_idx for _claim_fair: the first key past the bound, and the due ones
+-- among its first v_take jobs in claim order (null: none of them is due).
+{% macro key_head(bound) -%}
+select r.key, array_agg(r.id order by r.o) filter (where r.at <= now()) as ids
+                 from (select j.concurrency_key as key, j.id, j.scheduled_for as at,
+                              row_number() over v as o, first_value(j.concurrency_key) over v as k1
+                       from {{ s }}.jobs j
+                       where j.type = p_type and j.status = 'pending' and {{ bound }}
+                       window v as (order by j.concurrency_key, j.priority desc, j.scheduled_for
+                                    rows unbounded preceding)
+                       order by j.concurrency_key, j.priority desc, j.scheduled_for
+                       limit v_take) r
+                 where r.key = r.k1
+                 group by r.key
+{%- endmacro %}
+
 -- The claim of a fair type (see claim_jobs). One claimer of the type at a time: every job of the
 -- type enters processing under this transaction-level advisory lock, and in READ COMMITTED each
 -- statement after it sees every earlier claim, so the running counts it reads are exact and the
 -- limits hold across workers. Completions, failures, sweeps and cancels only lower the counts and
 -- take no lock. Keys are served round-robin: from the key after the type's cursor (the last key
 -- the previous claim served), each key with due jobs and room gets its first job, then its second,
--- ...; a job without a key of its own is in the key ''.
+-- ...; a job without a key of its own is in the key ''. One index probe per key finds the key and
+-- its first jobs in claim order (as many as the batch needs per key, from how many keys the
+-- previous claim found, key_cursors.keys; 0008): a claim walks each key once. Its statements keep
+-- one generic plan (plan_cache_mode): planning the walk afresh took as long as running it; and
+-- no JIT: the walk's estimated cost crossed jit_above_cost, and compiling it took 50-100 ms a claim.
 create function {{ s }}._claim_fair(
     p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text, p_max_attempts int,
     p_type_max int, p_per_key int, p_max_running int, p_paused text[]
 ) returns table (id uuid, type text, attempts int, max_attempts int, priority int, payload jsonb,
                  idempotency_key text, trace_context jsonb)
-language plpgsql volatile set search_path = '' as $$
+language plpgsql volatile set search_path = '' set plan_cache_mode = force_generic_plan set jit = off
+as $$
 #variable_conflict use_column
 declare
     v_limit int := p_limit;
     v_want int;
     v_cursor text;
-    v_keys text[];
-    v_rooms int[];
-    v_firsts uuid[];
-    v_quota int;
+    v_seen int;  -- keys with due jobs the previous claim found (null: unknown)
+    v_take int;  -- jobs per key a probe fetches in this pass
+    v_found int;
+    v_full boolean;
     v_ids uuid[];
     v_last text;
     v_total int := 0;
@@ -732,79 +757,61 @@ begin
             return;
         end if;
     end if;
-    select c.last_key into v_cursor from {{ s }}.key_cursors c where c.type = p_type;
+    select c.last_key, c.keys into v_cursor, v_seen from {{ s }}.key_cursors c where c.type = p_type;
     for v_pass in 1 .. 4 loop
         v_want := v_limit - v_total;
         exit when v_want <= 0;
+        v_take := least(v_want, ceil(v_want::numeric / greatest(coalesce(v_seen, v_want), 1))::int);
         -- The keys with a due job and room, in turn from the cursor (at most v_want of them), each
-        -- with its first job in claim order: one probe of jobs_key_claim_idx per key.
-        with recursive after_cursor(key, id, at, n) as (
-            (select j.concurrency_key, j.id, j.scheduled_for, 1 from {{ s }}.jobs j
-             where j.type = p_type and j.status = 'pending' and j.concurrency_key > v_cursor
-             order by j.concurrency_key, j.priority desc, j.scheduled_for limit 1)
+        -- with up to v_take of its due jobs in claim order: one probe of jobs_key_claim_idx per key
+        -- (a second one only for a key whose first jobs are all scheduled later).
+        with recursive after_cursor(key, ids, n) as (
+            (select h.key, h.ids, 1 from ({{ key_head('j.concurrency_key > v_cursor') }}) h)
             union all
-            select x.concurrency_key, x.id, x.scheduled_for, a.n + 1
-            from after_cursor a cross join lateral (
-                select j.concurrency_key, j.id, j.scheduled_for from {{ s }}.jobs j
-                where j.type = p_type and j.status = 'pending' and j.concurrency_key > a.key
-                order by j.concurrency_key, j.priority desc, j.scheduled_for limit 1) x
-        ), up_to_cursor(key, id, at, n) as (
-            (select j.concurrency_key, j.id, j.scheduled_for, 1000000000 from {{ s }}.jobs j
-             where j.type = p_type and j.status = 'pending' and j.concurrency_key is not null
-             order by j.concurrency_key, j.priority desc, j.scheduled_for limit 1)
+            select h.key, h.ids, a.n + 1
+            from after_cursor a cross join lateral ({{ key_head('j.concurrency_key > a.key') }}) h
+        ), up_to_cursor(key, ids, n) as (
+            (select h.key, h.ids, 1000000000 from ({{ key_head('j.concurrency_key is not null') }}) h)
             union all
-            select x.concurrency_key, x.id, x.scheduled_for, u.n + 1
-            from up_to_cursor u cross join lateral (
-                select j.concurrency_key, j.id, j.scheduled_for from {{ s }}.jobs j
-                where j.type = p_type and j.status = 'pending' and j.concurrency_key > u.key
-                order by j.concurrency_key, j.priority desc, j.scheduled_for limit 1) x
+            select h.key, h.ids, u.n + 1
+            from up_to_cursor u cross join lateral ({{ key_head('j.concurrency_key > u.key') }}) h
             where v_cursor is null or u.key < v_cursor
         ), walk as (
-            select a.key, a.id, a.at, a.n from after_cursor a
+            select a.key, a.ids, a.n from after_cursor a
             union all
-            select u.key, u.id, u.at, u.n from up_to_cursor u where v_cursor is null or u.key <= v_cursor
+            select u.key, u.ids, u.n from up_to_cursor u where v_cursor is null or u.key <= v_cursor
         ), open as (
-            select w.key, w.n, r.room,
-                   case when w.at <= now() then w.id  -- else a due job of a lower priority, if any
-                        else (select d.id from {{ s }}.jobs d
-                              where d.type = p_type and d.concurrency_key = w.key and d.status = 'pending'
-                                and d.scheduled_for <= now()
-                              order by d.priority desc, d.scheduled_for limit 1) end as first
+            select w.key, w.n,
+                   (coalesce(w.ids, array(  -- only later jobs first: its due ones of lower priority
+                        select d.id from {{ s }}.jobs d
+                        where d.type = p_type and d.concurrency_key = w.key and d.status = 'pending'
+                          and d.scheduled_for <= now()
+                        order by d.priority desc, d.scheduled_for limit v_take)))[1:r.room] as ids
             from walk w
             cross join lateral (
-                select case when p_per_key is null then v_want
-                            else p_per_key - (select count(*)::int from {{ s }}.jobs x
-                                              where x.type = p_type and x.concurrency_key = w.key
-                                                and x.status = 'processing') end as room
+                select case when p_per_key is null then v_take
+                            else least(v_take, p_per_key - (select count(*)::int from {{ s }}.jobs x
+                                                             where x.type = p_type and x.concurrency_key = w.key
+                                                               and x.status = 'processing')) end as room
             ) r
             where r.room > 0 and w.key <> all (p_paused)
-        )
-        select array_agg(o.key order by o.n), array_agg(o.room order by o.n), array_agg(o.first order by o.n)
-        into v_keys, v_rooms, v_firsts
-        from (select * from open o where o.first is not null limit v_want) o;
-        exit when v_keys is null;
-        v_quota := ceil(v_want::numeric / cardinality(v_keys))::int;
-        -- Round robin: every key's first job, then every key's second, ...
-        select array_agg(p.id order by p.rank, p.n), (array_agg(p.key order by p.rank desc, p.n desc))[1]
-        into v_ids, v_last
-        from (
-            select k.first as id, 1::bigint as rank, k.n, k.key
-            from unnest(v_keys, v_firsts) with ordinality as k(key, first, n)
-            union all
-            select c.id, c.rank + 1, k.n, k.key
-            from unnest(v_keys, v_rooms, v_firsts) with ordinality as k(key, room, first, n)
-            cross join lateral unnest(array(
-                select j.id from {{ s }}.jobs j
-                where j.type = p_type and j.concurrency_key = k.key and j.status = 'pending'
-                  and j.scheduled_for <= now() and j.id <> k.first
-                order by j.priority desc, j.scheduled_for
-                limit least(k.room, v_quota) - 1
-            )) with ordinality as c(id, rank)
-            where v_quota > 1 and k.room > 1
-            order by 2, 3
+        ), picked as (
+            select o.key, o.n, o.ids from open o where cardinality(o.ids) > 0 limit v_want
+        ), turns as (  -- round robin: every key's first job, then every key's second, ...
+            select p.key, p.n, t.id, t.rank
+            from picked p cross join lateral unnest(p.ids) with ordinality as t(id, rank)
+            order by t.rank, p.n
             limit v_want
-        ) p;
+        )
+        select (select array_agg(t.id order by t.rank, t.n) from turns t),
+               (select t.key from turns t order by t.rank desc, t.n desc limit 1),
+               (select count(*)::int from picked),
+               (select coalesce(bool_or(cardinality(p.ids) >= v_take), false) from picked p)
+        into v_ids, v_last, v_found, v_full;
         exit when v_ids is null;
+        if v_pass = 1 then
+            v_seen := v_found;
+        end if;
         return query
         with claimed as (
             update {{ s }}.jobs j
@@ -821,11 +828,14 @@ begin
         get diagnostics v_got = row_count;
         v_total := v_total + v_got;
         v_cursor := v_last;
-        exit when v_got < v_want and v_quota >= v_want;
+        -- Every key found gave all the due jobs it had room for, and no key was left unwalked.
+        exit when not v_full and v_found < v_want;
+        v_seen := v_found;  -- the next pass shares what is left among the keys just found
     end loop;
     if v_cursor is not null then
-        insert into {{ s }}.key_cursors as c (type, last_key) values (p_type, v_cursor)
-        on conflict (type) do update set last_key = excluded.last_key, updated_at = now();
+        insert into {{ s }}.key_cursors as c (type, last_key, keys) values (p_type, v_cursor, v_seen)
+        on conflict (type) do update set last_key = excluded.last_key, keys = excluded.keys,
+                                         updated_at = now();
     end if;
     if p_rate_key is not null then
         perform {{ s }}.return_tokens(p_rate_key, v_tokens - v_total);

@@ -94,6 +94,22 @@ def test_claims_go_round_robin_from_where_the_last_one_stopped(db_url: str, mana
     assert claims == [["a", "b", "c"], ["d", "a", "b"], ["c", "d", "a"], ["b", "c", "d"]]
 
 
+def test_round_robin_holds_when_the_number_of_keys_changes(db_url: str, manager: Lifecycle) -> None:
+    """A claim fetches as many jobs per key as the previous claim's key count suggests
+    (key_cursors.keys); whether that guess is too high or too low, each claim is still a full
+    batch in turns: every key's first job, then every key's second, ..."""
+    configure(db_url, report=keyed("{payload.k}"))
+    manager.enqueue_many([NewJob("report", {"k": k}) for k in "abcdefghij"])  # 10 keys, one job each
+    assert sorted(j.payload["k"] for j in manager.claim("report", 10, "w", LEASE)) == list("abcdefghij")
+    # Now 2 keys with many jobs: the guess (10 keys, 1 job each) is too low; the claim still fills.
+    manager.enqueue_many([NewJob("report", {"k": k, "n": n}) for k in "xy" for n in range(20)])
+    assert [j.payload["k"] for j in manager.claim("report", 8, "w", LEASE)] == list("xyxyxyxy")
+    # Then 8 more keys: the guess (2 keys, 4 each) is too high; still one job per key first.
+    manager.enqueue_many([NewJob("report", {"k": k}) for k in "klmnopqr"])
+    batch = [j.payload["k"] for j in manager.claim("report", 10, "w", LEASE)]
+    assert len(batch) == 10 and len(set(batch)) == 10, batch
+
+
 def _starts(db_url: str, job_type: str) -> list[str]:
     """Drain ``job_type`` with a real Drainer (16 slots); the keys in the order their jobs started."""
     started: list[str] = []
@@ -136,3 +152,28 @@ def test_fairness_a_small_key_is_not_starved_by_a_big_one(
         assert a_before < 500
     else:
         assert a_before == 10_000
+
+
+def test_one_drainer_finishes_a_backlog_held_back_by_its_key_limits(db_url: str, manager: Lifecycle) -> None:
+    """With every key at its limit, a claim finds nothing while this drain's jobs finish. The drain
+    must wait for their outcomes and claim again, also when the last outcome was committed while
+    that empty claim was in flight, instead of ending with due jobs left (it once ended after the
+    first batch: 100 of 2,000 jobs)."""
+    configure(db_url, report=keyed("{payload.k}", max_running_per_key=2))
+    manager.enqueue_many([NewJob("report", {"k": f"k{i % 50}"}) for i in range(2_000)])
+    jobs = Registry()
+
+    @jobs.handler("report")
+    async def run(_payload: dict[str, Any], _ctx: Any) -> None:
+        return None
+
+    async def main() -> Any:
+        backend = PostgresBackend(db_url)
+        await backend.open()
+        try:
+            return await Drainer(jobs, backend, concurrency=16).drain("report", budget=timedelta(seconds=120))
+        finally:
+            await backend.close()
+
+    summary = asyncio.run(main())
+    assert (summary.completed, summary.ended) == (2_000, "empty")

@@ -66,11 +66,17 @@ def claim_cost(url: str, due: int, keys: int, claims: int = 100, limit: int = 50
     return Sample(median(times), check, {"p95_ms": percentile(times, 95), "keys": keys, "due": due})
 
 
-def drain(url: str, n: int, keys: int) -> Sample:
-    """Drain ``n`` jobs over ``keys`` keys (0: keys off) with one Drainer at concurrency 16; jobs/s."""
+#: The capped drain: 50 keys, at most 2 jobs of a key running at once (at most 100 in all).
+CAPPED = ("50cap", 50, 2)
+
+
+def drain(url: str, n: int, keys: int, per_key: int | None = None) -> Sample:
+    """Drain ``n`` jobs over ``keys`` keys (0: keys off) with one Drainer at concurrency 16, at most
+    ``per_key`` of a key running at once (None: no limit); jobs/s."""
     if keys:
-        make_fair(url)
+        make_fair(url, per_key)
     fill(url, n, keys)
     tally = Tally()
     elapsed = asyncio.run(jk.drain_async(url, DRAIN, tally))
-    return Sample(n / elapsed, verify.jobkit(url, n, tally), {"config": DRAIN.describe(), "keys": keys})
+    return Sample(n / elapsed, verify.jobkit(url, n, tally),
+                  {"config": DRAIN.describe(), "keys": keys, "max_running_per_key": per_key})

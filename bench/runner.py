@@ -135,6 +135,9 @@ def _keys(measure: Callable[..., Sample], jobkit: System, p: Preset) -> None:
         shown = f"{keys:,} keys" if keys else "keys off"
         measure(jobkit, f"keys_drain_{suffix}", lambda u, k=keys: bench_keys.drain(u, p.n_drain, k),
                 f"drain c=16, {shown} (jobs/s)")
+    suffix, keys, per_key = bench_keys.CAPPED
+    measure(jobkit, f"keys_drain_{suffix}", lambda u: bench_keys.drain(u, p.n_drain, keys, per_key),
+            f"drain c=16, {keys} keys, at most {per_key} running per key (jobs/s)")
 
 
 def run(cluster: BenchCluster, preset: Preset, systems: list[System], groups: tuple[str, ...],

@@ -824,7 +824,7 @@ begin
                       j.priority, j.payload, j.idempotency_key, j.trace_context
         )
         select c.id, c.type, c.attempts, c.cap, c.priority, c.payload, c.idempotency_key, c.trace_context
-        from claimed c order by array_position(v_ids, c.id);
+        from claimed c join unnest(v_ids) with ordinality as u(id, turn) on u.id = c.id order by u.turn;
         get diagnostics v_got = row_count;
         v_total := v_total + v_got;
         v_cursor := v_last;

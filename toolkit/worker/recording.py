@@ -67,6 +67,7 @@ class DrainState:
     runners: set[asyncio.Task[None]] = field(default_factory=set)
     unsettled: int = 0  # outcomes handed to a statement that has not returned yet
     settles: int = 0  # jobs of this drain that left the window (recorded, released or dropped)
+    claiming: int = 0  # jobs this drain's claims in flight may still bring
 
     @property
     def busy(self) -> bool:

@@ -381,7 +381,8 @@ begin
     v_key := {{ s }}._job_key(p_type, p_payload, p_concurrency_key);
     if p_debounce is not null or p_throttle is not null then
         return {{ s }}._enqueue_windowed(p_type, p_payload, p_priority, p_run_at, p_max_attempts,
-                                        p_idempotency_key, v_key, p_debounce, p_throttle);
+                                        p_idempotency_key, v_key, p_debounce, p_throttle,
+                                        p_trace_context);
     end if;
     if p_idempotency_key is null then  -- nothing to conflict on: a plain insert
         insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, trace_context,
@@ -414,11 +415,13 @@ begin
 end
 $$;
 
--- Debounce (p_debounce: a pending job of the key takes the new payload and runs p_debounce after
--- this enqueue) and throttle (p_throttle: one job per key per window; later enqueues return its id).
+-- Debounce (p_debounce: a pending job of the key takes the new payload, and the new enqueuer's
+-- trace context, and runs p_debounce after this enqueue) and throttle (p_throttle: one job per key
+-- per window; later enqueues return its id). p_trace_context since 0008.
 create function {{ s }}._enqueue_windowed(
     p_type text, p_payload jsonb, p_priority int, p_run_at timestamptz, p_max_attempts int,
-    p_idempotency_key text, p_key text, p_debounce interval, p_throttle interval
+    p_idempotency_key text, p_key text, p_debounce interval, p_throttle interval,
+    p_trace_context jsonb
 ) returns uuid
 language plpgsql volatile set search_path = '' as $$
 declare
@@ -452,8 +455,10 @@ begin
             where w.type = p_type and w.kind = 'throttle' and w.key = p_key;
             return v_id;
         end if;
-        insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, concurrency_key)
-        values (v_new, p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts, p_key);
+        insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, concurrency_key,
+                                  trace_context)
+        values (v_new, p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts, p_key,
+                p_trace_context);
         return v_new;
     end if;
     -- Debounce: lock the key's row (created on first use), then move its pending job or add one.
@@ -463,7 +468,7 @@ begin
     if v_id is not null then
         update {{ s }}.jobs j
         set payload = p_payload, scheduled_for = now() + p_debounce, priority = coalesce(p_priority, 0),
-            max_attempts = p_max_attempts, updated_at = now()
+            max_attempts = p_max_attempts, trace_context = p_trace_context, updated_at = now()
         where j.id = v_id and j.status = 'pending';
         if found then
             update {{ s }}.enqueue_windows w set until = now() + p_debounce
@@ -471,8 +476,10 @@ begin
             return v_id;
         end if;
     end if;
-    insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, concurrency_key)
-    values (v_new, p_type, p_payload, coalesce(p_priority, 0), now() + p_debounce, p_max_attempts, p_key);
+    insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, concurrency_key,
+                              trace_context)
+    values (v_new, p_type, p_payload, coalesce(p_priority, 0), now() + p_debounce, p_max_attempts, p_key,
+            p_trace_context);
     update {{ s }}.enqueue_windows w set job_id = v_new, until = now() + p_debounce
     where w.type = p_type and w.kind = 'debounce' and w.key = p_key;
     return v_new;

@@ -1,4 +1,4 @@
--- jobkit 0008: faster fair claims.
+-- jobkit 0008: faster fair claims; debounced and throttled jobs carry the enqueuer's trace context.
 --
 -- The two concurrency-key indexes keep one entry per job (no B-tree deduplication).
 -- Jobs enqueued together share (type, key, priority, scheduled_for), so deduplication packed a key's
@@ -173,3 +173,149 @@ begin
     end if;
 end
 $$;
+
+-- Debounced and throttled jobs carry the enqueuer's trace context like every other job (0004 left
+-- them without): _enqueue_windowed takes it, enqueue passes it on.
+drop function {{ s }}._enqueue_windowed(text, jsonb, int, timestamptz, int, text, text, interval, interval);
+
+-- Enqueue one job. With an idempotency key, an unfinished job of the same type and key is returned
+-- instead of a new one. p_max_attempts null: decided when it runs (the handler's, else the type's).
+-- p_trace_context: the enqueuer's W3C trace context (an object such as {"traceparent": "00-..."}),
+-- handed to the worker with the claim so that its spans continue the enqueuer's trace.
+-- p_concurrency_key null: the type's key template, else '' for a fair type, else none. p_debounce /
+-- p_throttle: see _enqueue_windowed.
+create or replace function {{ s }}.enqueue(
+    p_type text,
+    p_payload jsonb,
+    p_priority int default 0,
+    p_run_at timestamptz default now(),
+    p_max_attempts int default null,
+    p_idempotency_key text default null,
+    p_trace_context jsonb default null,
+    p_concurrency_key text default null,
+    p_debounce interval default null,
+    p_throttle interval default null
+) returns uuid
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_id uuid;
+    v_key text;
+begin
+    if p_type is null or p_type = '' then
+        raise exception 'jobkit.enqueue: p_type must be a non-empty job type' using errcode = '22023';
+    end if;
+    if p_payload is null then
+        raise exception 'jobkit.enqueue: p_payload must not be null (use ''{}''::jsonb)' using errcode = '22023';
+    end if;
+    v_key := {{ s }}._job_key(p_type, p_payload, p_concurrency_key);
+    if p_debounce is not null or p_throttle is not null then
+        return {{ s }}._enqueue_windowed(p_type, p_payload, p_priority, p_run_at, p_max_attempts,
+                                        p_idempotency_key, v_key, p_debounce, p_throttle,
+                                        p_trace_context);
+    end if;
+    if p_idempotency_key is null then  -- nothing to conflict on: a plain insert
+        insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, trace_context,
+                                  concurrency_key)
+        values (p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts,
+                p_trace_context, v_key)
+        returning id into v_id;
+        return v_id;
+    end if;
+    loop
+        insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, idempotency_key,
+                                  trace_context, concurrency_key)
+        values (p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts,
+                p_idempotency_key, p_trace_context, v_key)
+        on conflict (type, idempotency_key)
+            where idempotency_key is not null and status in ('pending', 'processing')
+            do nothing
+        returning id into v_id;
+        if v_id is not null then
+            return v_id;
+        end if;
+        select j.id into v_id from {{ s }}.jobs j
+        where j.type = p_type and j.idempotency_key = p_idempotency_key
+          and j.status in ('pending', 'processing');
+        if v_id is not null then
+            return v_id;
+        end if;
+        -- The holder of the key finished between our insert and our look-up: insert again.
+    end loop;
+end
+$$;
+
+-- Debounce (p_debounce: a pending job of the key takes the new payload, and the new enqueuer's
+-- trace context, and runs p_debounce after this enqueue) and throttle (p_throttle: one job per key
+-- per window; later enqueues return its id). p_trace_context since 0008.
+create function {{ s }}._enqueue_windowed(
+    p_type text, p_payload jsonb, p_priority int, p_run_at timestamptz, p_max_attempts int,
+    p_idempotency_key text, p_key text, p_debounce interval, p_throttle interval,
+    p_trace_context jsonb
+) returns uuid
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_id uuid;
+    v_new uuid := gen_random_uuid();
+begin
+    if p_key is null then
+        raise exception 'jobkit.enqueue: debounce and throttle need a concurrency key (p_concurrency_key, or the type''s concurrency_key template)'
+            using errcode = '22023';
+    end if;
+    if p_debounce is not null and p_throttle is not null then
+        raise exception 'jobkit.enqueue: give p_debounce or p_throttle, not both' using errcode = '22023';
+    end if;
+    if p_idempotency_key is not null then
+        raise exception 'jobkit.enqueue: an idempotency key cannot be combined with debounce or throttle'
+            using errcode = '22023';
+    end if;
+    if coalesce(p_debounce, p_throttle) < interval '0' then
+        raise exception 'jobkit.enqueue: debounce and throttle must not be negative' using errcode = '22023';
+    end if;
+    if p_throttle is not null then
+        -- The first enqueue of a window takes it; the conflicting row is locked even when the
+        -- window is still open, so the look-up below sees its committed holder.
+        insert into {{ s }}.enqueue_windows as w (type, kind, key, job_id, until)
+        values (p_type, 'throttle', p_key, v_new, now() + p_throttle)
+        on conflict (type, kind, key) do update set job_id = excluded.job_id, until = excluded.until
+            where w.until <= now()
+        returning w.job_id into v_id;
+        if v_id is null then
+            select w.job_id into v_id from {{ s }}.enqueue_windows w
+            where w.type = p_type and w.kind = 'throttle' and w.key = p_key;
+            return v_id;
+        end if;
+        insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, concurrency_key,
+                                  trace_context)
+        values (v_new, p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts, p_key,
+                p_trace_context);
+        return v_new;
+    end if;
+    -- Debounce: lock the key's row (created on first use), then move its pending job or add one.
+    insert into {{ s }}.enqueue_windows as w (type, kind, key) values (p_type, 'debounce', p_key)
+    on conflict (type, kind, key) do update set kind = excluded.kind
+    returning w.job_id into v_id;
+    if v_id is not null then
+        update {{ s }}.jobs j
+        set payload = p_payload, scheduled_for = now() + p_debounce, priority = coalesce(p_priority, 0),
+            max_attempts = p_max_attempts, trace_context = p_trace_context, updated_at = now()
+        where j.id = v_id and j.status = 'pending';
+        if found then
+            update {{ s }}.enqueue_windows w set until = now() + p_debounce
+            where w.type = p_type and w.kind = 'debounce' and w.key = p_key;
+            return v_id;
+        end if;
+    end if;
+    insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, concurrency_key,
+                              trace_context)
+    values (v_new, p_type, p_payload, coalesce(p_priority, 0), now() + p_debounce, p_max_attempts, p_key,
+            p_trace_context);
+    update {{ s }}.enqueue_windows w set job_id = v_new, until = now() + p_debounce
+    where w.type = p_type and w.kind = 'debounce' and w.key = p_key;
+    return v_new;
+end
+$$;
+
+
+revoke all on function {{ s }}._enqueue_windowed(text, jsonb, int, timestamptz, int, text, text, interval, interval, jsonb)
+    from public;
+{% include "grants.sql" %}

@@ -231,3 +231,24 @@ def test_migration_0004_keeps_old_calls_grants_and_jobs(
             s.execute_with_identifiers("revoke all on schema jobkit from {r}", r=role)
             s.execute_with_identifiers("revoke all on all functions in schema jobkit from {r}", r=role)
         admin.execute_with_identifiers("drop role {r}", r=role)
+
+
+def test_debounced_and_throttled_jobs_carry_the_latest_enqueuers_trace(
+    db_url: str, session: Session, spans: InMemorySpanExporter
+) -> None:
+    """A debounced job takes the last enqueuer's payload and trace; a throttled one keeps its first
+    enqueuer's (later calls get its id back and change nothing)."""
+    app = trace.get_tracer_provider().get_tracer("app")
+    ids: dict[str, list[Any]] = {"debounce": [], "throttle": []}
+    traces: list[int] = []
+    for n in range(2):
+        with app.start_as_current_span(f"request {n}") as request:
+            traces.append(request.get_span_context().trace_id)
+            ids["debounce"].append(jobkit.enqueue(db_url, "email", {"n": n}, concurrency_key="k",
+                                                  debounce="30s"))
+            ids["throttle"].append(jobkit.enqueue(db_url, "report", {"n": n}, concurrency_key="k",
+                                                  throttle="1m"))
+    assert ids["debounce"][0] == ids["debounce"][1] and ids["throttle"][0] == ids["throttle"][1]
+    debounced, throttled = _trace_context(session, ids["debounce"][0]), _trace_context(session, ids["throttle"][0])
+    assert debounced["traceparent"].split("-")[1] == f"{traces[1]:032x}"
+    assert throttled["traceparent"].split("-")[1] == f"{traces[0]:032x}"

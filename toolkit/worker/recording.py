@@ -68,6 +68,7 @@ class DrainState:
     unsettled: int = 0  # outcomes handed to a statement that has not returned yet
     settles: int = 0  # jobs of this drain that left the window (recorded, released or dropped)
     claiming: int = 0  # jobs this drain's claims in flight may still bring
+    claim_loops: list[asyncio.Future[str]] = field(default_factory=list)  # beyond the first one
 
     @property
     def busy(self) -> bool:

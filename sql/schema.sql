@@ -816,9 +816,7 @@ begin
                (select coalesce(bool_or(cardinality(p.ids) >= v_take), false) from picked p)
         into v_ids, v_last, v_found, v_full;
         exit when v_ids is null;
-        if v_pass = 1 then
-            v_seen := v_found;
-        end if;
+        v_seen := v_found;  -- the next pass, and the next claim, share the work among these keys
         return query
         with claimed as (
             update {{ s }}.jobs j
@@ -837,7 +835,6 @@ begin
         v_cursor := v_last;
         -- Every key found gave all the due jobs it had room for, and no key was left unwalked.
         exit when not v_full and v_found < v_want;
-        v_seen := v_found;  -- the next pass shares what is left among the keys just found
     end loop;
     if v_cursor is not null then
         insert into {{ s }}.key_cursors as c (type, last_key, keys) values (p_type, v_cursor, v_seen)

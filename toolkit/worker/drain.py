@@ -120,7 +120,8 @@ class Drainer:
             limit = max_jobs if max_jobs is not None else 2**31
             try:
                 ends = [await self._claim_loop(d, deadline, limit, linger, poked)]
-                ends += await asyncio.gather(*d.claim_loops)  # started by full claims (_more_claimers)
+                for extra in d.claim_loops:  # started by full claims (_more_claimers), even meanwhile
+                    ends.append(await extra)
             finally:
                 for extra in d.claim_loops:  # this drain was cancelled: so are its other claim loops
                     extra.cancel()

@@ -98,3 +98,10 @@ create index concurrently if not exists jobs_payload_idx on {{ s }}.jobs using g
 
 -- name: payload_index_drop
 drop index concurrently if exists {{ s }}.jobs_payload_idx
+
+-- name: bridge_unvalidated
+-- Check constraints the upgrade bridge added NOT VALID and has not validated yet (sql/bridge/).
+select pg_catalog.count(*) as n from pg_catalog.pg_constraint c
+where c.conrelid operator(pg_catalog.=) pg_catalog.to_regclass(%(table)s)
+  and not c.convalidated
+  and c.conname operator(pg_catalog.=) any (array['jobs_handler_max_attempts_check', 'jobs_round_start_check'])

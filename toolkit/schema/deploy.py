@@ -14,9 +14,19 @@ from ..connector import Database, Session, sqlstate
 from ..cron import schedules as scheduling
 from ..exceptions import DatabaseError, DeployError, DriftError, PrerequisiteError
 from ..queries import queries
-from . import sync
-from .migrations import Plan, applied_migrations, apply, milliseconds, plan
-from .render import render_api, render_migrations, render_unit, render_user_api
+from . import presquash, sync
+from .migrations import (
+    Plan,
+    applied_migrations,
+    apply,
+    apply_bridge,
+    bridge_sql,
+    milliseconds,
+    plan,
+    rows,
+    validate_bridge,
+)
+from .render import Migration, render_api, render_migrations, render_unit, render_user_api
 
 Echo = Callable[[str], None]
 
@@ -62,8 +72,17 @@ def deploy(
         if options.schedules:
             scheduling.preflight(db, settings)  # before any migration: nothing half-applied
         with _deploy_lock(session, settings, options.lock_wait, echo):
-            the_plan = plan(local, applied_migrations(session, settings))
-            report = DeployReport(pending=[_label(m) for m in the_plan.pending], head=the_plan.head)
+            applied = applied_migrations(session, settings)
+            if presquash.is_presquash(rows(applied)):
+                layout = presquash.layout_of(rows(applied), settings.schema)
+                if options.check or options.dry_run:
+                    return _bridge_preview(settings, layout, local, options)
+                report = _bridge(session, settings, layout, local, options)
+                applied = applied_migrations(session, settings)
+            else:
+                report = DeployReport()
+            the_plan = plan(local, applied)
+            report.pending, report.head = [_label(m) for m in the_plan.pending], the_plan.head
             if options.check or options.dry_run:
                 if not the_plan.pending and the_plan.head is not None:
                     _compare_data(db, session, settings, options, report, apply=False)
@@ -78,8 +97,39 @@ def deploy(
                 report.notices += apply(session, settings, migration, lock_timeout=options.lock_timeout)
                 report.applied.append(_label(migration))
                 report.head = migration.version
+            validate_bridge(session, settings, lock_timeout=options.lock_timeout)
             _compare_data(db, session, settings, options, report, apply=True)
     return report
+
+
+def _bridge(session: Session, settings: Settings, layout: presquash.Layout, local: Sequence[Migration],
+            options: DeployOptions) -> DeployReport:
+    """Upgrade a pre-squash deployment to 0001_baseline; the caller then applies the rest."""
+    notices = apply_bridge(session, settings, layout, _baseline(local), lock_timeout=options.lock_timeout)
+    return DeployReport(applied=[f"upgrade bridge from {layout.label}"], notices=notices)
+
+
+def _bridge_preview(settings: Settings, layout: presquash.Layout, local: Sequence[Migration],
+                    options: DeployOptions) -> DeployReport:
+    """deploy --check / --dry-run of a pre-squash deployment: what a plain deploy would do."""
+    baseline = _baseline(local)
+    rest = [m for m in local if m is not baseline]
+    pending = [f"upgrade bridge from {layout.label}", *(_label(m) for m in rest)]
+    if options.check:
+        raise DriftError(
+            "database drift: deployed by a jobkit from before its migrations were squashed "
+            f"({layout.label}); `jobkit deploy` upgrades it: {', '.join(pending)}")
+    units = [render_unit(settings, m) for m in rest]
+    return DeployReport(pending=pending, sql="\n".join([bridge_sql(settings, layout, baseline), *units]))
+
+
+def _baseline(local: Sequence[Migration]) -> Migration:
+    """The migration a bridge ends at: this jobkit's 0001_baseline."""
+    found = [m for m in local if (m.version, m.name) == ("0001", "baseline")]
+    if not found:
+        raise DeployError("this jobkit has no 0001_baseline migration to upgrade a pre-squash deployment to",
+                          hint="reinstall jobkit (pip install --force-reinstall jobkit-pg)")
+    return found[0]
 
 
 def _compare_data(db: Database, session: Session, settings: Settings, options: DeployOptions,

@@ -16,7 +16,8 @@ from ..connector import Session
 from ..durations import format_duration
 from ..exceptions import DatabaseError, DeployError, NotDeployed
 from ..queries import queries
-from .render import Migration, render_migrations, render_unit
+from . import presquash
+from .render import Migration, render_bridge, render_migrations, render_record, render_unit
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ def require_deployed(session: Session, settings: Settings, where: str) -> None:
         raise NotDeployed(
             f"jobkit is not deployed in {where} (no schema {settings.schema}): run `jobkit deploy`", hint=""
         )
+    if presquash.is_presquash(rows(applied)):
+        raise NotDeployed(presquash.message(where), hint="")
     the_plan = plan(render_migrations(settings), applied)
     if the_plan.pending:
         raise NotDeployed(
@@ -108,6 +111,52 @@ def apply(
             hint=_deploy_hint(exc, lock_timeout),
         ) from exc
     return [n for n in session.notices if n.startswith("jobkit:")]
+
+
+def rows(applied: Sequence[Applied]) -> list[presquash.Row]:
+    return [(a.version, a.name, a.checksum) for a in applied]
+
+
+def bridge_sql(settings: Settings, layout: presquash.Layout, baseline: Migration) -> str:
+    """The upgrade bridge from a pre-squash layout, as one script: its steps, then the history rows
+    rewritten (the old rows deleted, 0001_baseline's recorded with this jobkit's checksum)."""
+    steps = [render_bridge(settings, step) for step in layout.steps or ()]
+    return "\n".join([*steps, render_bridge(settings, "history"), render_record(settings, baseline)])
+
+
+def apply_bridge(session: Session, settings: Settings, layout: presquash.Layout, baseline: Migration,
+                 *, lock_timeout: timedelta) -> list[str]:
+    """Bring a pre-squash deployment to 0001_baseline in one transaction, then validate the
+    constraints it added NOT VALID in a second one. Returns the server's notices."""
+    q = queries(settings.schema)
+    session.notices.clear()
+    label = f"the upgrade bridge from {layout.label}"
+    try:
+        with session.transaction():
+            session.execute(q["set_local_lock_timeout"], {"timeout": milliseconds(lock_timeout)})
+            session.script(bridge_sql(settings, layout, baseline))
+    except DatabaseError as exc:
+        raise DeployError(f"{label} failed and was rolled back: {exc.message}",
+                          hint=_deploy_hint(exc, lock_timeout)) from exc
+    notices = [n for n in session.notices if n.startswith("jobkit:")]
+    validate_bridge(session, settings, lock_timeout=lock_timeout)
+    return notices
+
+
+def validate_bridge(session: Session, settings: Settings, *, lock_timeout: timedelta) -> None:
+    """Validate the constraints a bridge added NOT VALID (also those an interrupted deploy left)."""
+    q = queries(settings.schema)
+    if not session.scalar(q["bridge_unvalidated"], {"table": f"{settings.schema}.jobs"}):
+        return
+    try:
+        with session.transaction():
+            session.execute(q["set_local_lock_timeout"], {"timeout": milliseconds(lock_timeout)})
+            session.script(render_bridge(settings, "validate"))
+    except DatabaseError as exc:
+        raise DeployError(
+            f"validating the constraints the upgrade bridge added failed: {exc.message}",
+            hint="the upgrade itself is committed; run `jobkit deploy` again to validate them",
+        ) from exc
 
 
 def _deploy_hint(exc: DatabaseError, lock_timeout: timedelta) -> str:

@@ -115,6 +115,11 @@ def render_unit(settings: Settings, migration: Migration) -> str:
     )
 
 
+def render_bridge(settings: Settings, step: str) -> str:
+    """One step of the upgrade bridge from a pre-squash deployment (sql/bridge/<step>.sql)."""
+    return environment().get_template(f"bridge/{step}.sql").render(_context(settings))
+
+
 def render_script(
     settings: Settings, migrations: Iterable[Migration] | None = None, *, transaction: bool = True
 ) -> str:

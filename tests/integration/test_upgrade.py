@@ -1,0 +1,211 @@
+"""Upgrades from every version ever deployed (issue 21, Found 11 / Build 7).
+
+A database deployed before the migrations were squashed (0001_core..0005_delivery, main up to
+57b8576) is recognised by its exact history rows and brought to head by a plain `jobkit deploy`;
+so is a database at 0001_baseline only. The pre-squash SQL is kept under tests/fixtures/presquash/
+as `jobkit deploy` rendered it then (schema jobkit; rendered from `git show <commit>:sql/...` once,
+so a shallow clone can still deploy it), and each file's sha256 must be the checksum
+jobkit.schema.presquash records for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+from jobkit.cli import cli
+from jobkit.config import Settings
+from jobkit.connector import Database, Session
+from jobkit.lifecycle import Lifecycle
+from jobkit.queries import queries
+from jobkit.schema import presquash
+from jobkit.schema.render import render_bootstrap, render_migrations, render_unit
+from test_schema_drift import describe
+from versions import HEAD
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "presquash"
+EDE = [f"ede9fd6/{n}.sql" for n in ("0001_core", "0002_wake", "0003_worker", "0004_hot_path")]
+FILES = {  # each bridged layout (by its first commit on main) -> its rendered migrations, in order
+    "ede9fd6": EDE,
+    "4fd40c1": [*EDE, "4fd40c1/0005_delivery.sql"],
+    "bfdb5ad": [*EDE, "bfdb5ad/0005_delivery.sql"],
+    "3118562": [f"3118562/{n}.sql" for n in ("0001_core", "0002_wake", "0003_worker", "0004_hot_path",
+                                               "0005_delivery")],
+}
+SECRET = "s3cret-" + "x" * 40
+CONFIG = """schema = "jobkit"
+
+[types.email]
+max_attempts = 5
+rate_limit = "smtp"
+
+[ratelimits.smtp]
+rate = "10/s"
+burst = 20
+
+[schedules.nightly]
+cron = "0 3 * * *"
+type = "report"
+
+[maintenance]  # no tick may change a job while the test compares them
+sweep-dead = "off"
+prune = "off"
+"""
+JOB_COLUMNS = ("id", "type", "status", "attempts", "max_attempts", "payload", "result", "last_error", "priority",
+               "scheduled_for", "started_at", "completed_at", "lease_expires_at", "worker_id", "idempotency_key")
+
+
+def _layout(first: str) -> presquash.Layout:
+    return next(layout for layout in presquash.LAYOUTS if layout.first == first)
+
+
+def deploy_presquash(url: str, first: str) -> None:
+    """Deploy a pre-squash layout as its `jobkit deploy` did: per migration one transaction with the
+    bootstrap (unchanged since), the rendered migration and its history row."""
+    layout = _layout(first)
+    with Database(url).session() as s:
+        for (version, name, checksum), rel in zip(layout.rows, FILES[first], strict=True):
+            text = (FIXTURES / rel).read_bytes().decode("utf-8")
+            assert rel.endswith(f"{version}_{name}.sql")
+            assert hashlib.sha256(text.encode()).hexdigest() == checksum, f"{rel} is not what {first} deployed"
+            with s.transaction():
+                s.script(render_bootstrap(Settings()))
+                s.script(text)
+                s.execute("insert into jobkit.schema_migrations (version, name, checksum) values (%s, %s, %s)",
+                          (version, name, checksum))
+
+
+def deploy_baseline(url: str) -> None:
+    """A database at 0001_baseline only (the first release after the squash)."""
+    settings = Settings(db_url=url)
+    with Database(url).session() as s, s.transaction():
+        s.script(render_unit(settings, render_migrations(settings)[0]))
+
+
+def fill(url: str, admin: Session) -> dict[str, Any]:
+    """Jobs in every state, attempt history, a type's settings, rate limits, the worker's secret and
+    URL, and schedules (built-in, declared, added by hand) as the old jobkit stored them."""
+    with Database(url).session() as s:
+        ids = {}
+        for status, extra in [
+            ("pending", {}),
+            ("pending", {"scheduled_for": "2999-01-01T00:00:00Z", "idempotency_key": "later"}),
+            ("processing", {"attempts": 1, "started_at": "now", "lease_expires_at": "2999-01-01T00:00:00Z",
+                            "worker_id": "w-old"}),
+            ("completed", {"attempts": 1, "result": '{"sent": true}', "completed_at": "now"}),
+            ("failed", {"attempts": 3, "last_error": "smtp said no", "completed_at": "now"}),
+            ("dead", {"attempts": 5, "last_error": "gave up", "completed_at": "now"}),
+            ("cancelled", {"completed_at": "now"}),
+        ]:
+            columns = ["type", "payload", "status", "priority", *extra]
+            values = ["email", f'{{"to": "{status}@example.com", "n": {len(ids)}}}', status, len(ids),
+                      *extra.values()]
+            ids[f"{status}{len(ids)}"] = s.scalar(
+                "insert into jobkit.jobs ({}) values ({}) returning id".format(  # noqa: S608 - fixed names
+                    ", ".join(columns), ", ".join(["%s"] * len(values))), values)
+        failed = next(v for k, v in ids.items() if k.startswith("failed"))
+        s.execute("insert into jobkit.job_attempts (job_id, attempt, worker_id, started_at, outcome, error) "
+                  "values (%s, 1, 'w-old', now(), 'retry', 'smtp timeout')", (failed,))
+        s.execute("insert into jobkit.job_types (type, max_attempts, lease, backoff_base, backoff_factor, "
+                  "backoff_cap, backoff_jitter, rate_limit) values ('email', 5, '5 minutes', '30 seconds', 4, "
+                  "'1 hour', 0.1, 'smtp')")
+        s.execute("insert into jobkit.rate_limits (key, rate, burst, tokens) values ('smtp', 10, 20, 7), "
+                  "('by_hand', 0.5, 3, 2)")
+        s.execute("insert into jobkit.secrets (name, value) values ('worker_url', 'http://127.0.0.1:9/run')")
+        if s.scalar("select to_regprocedure('jobkit.set_worker_secret(text, interval)') is not null"):
+            s.execute("select jobkit.set_worker_secret(%s)", (SECRET,))
+        else:  # before 0005_delivery the worker authenticated with a bearer token
+            s.execute("insert into jobkit.secrets (name, value) values ('worker_token', %s)", (SECRET,))
+    database = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    prefix = f"jobkit:{database}.jobkit:"  # the cluster's pg_cron lives in database postgres
+    schedules = {
+        "sweep-stuck": ("* * * * *", "select count(*) from \"jobkit\".sweep_stuck()", "config"),
+        "nightly": ("0 3 * * *", "select \"jobkit\".wake('report')", "config"),
+        "by-hand": ("*/5 * * * *", "select 1", "cli"),
+    }
+    for name, (schedule, command, origin) in schedules.items():
+        admin.execute("select cron.schedule_in_database(%s, %s, %s, %s)",
+                      (prefix + name, schedule, command, database))
+        with Database(url).session() as s:
+            s.execute("insert into jobkit.schedules (name, origin) values (%s, %s)", (name, origin))
+    return {"ids": ids, "jobs": jobs(url), "prefix": prefix, "database": database}
+
+
+def jobs(url: str) -> list[tuple[Any, ...]]:
+    with Database(url).session() as s:
+        return [tuple(r[c] for c in JOB_COLUMNS)
+                for r in s.all(f"select {', '.join(JOB_COLUMNS)} from jobkit.jobs order by priority")]  # noqa: S608
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Iterator[str]:
+    path = tmp_path / "jobkit.toml"
+    path.write_text(CONFIG)
+    yield str(path)
+
+
+def no_drift(upgraded: str, fresh: str) -> None:
+    """The upgraded schema is a fresh install's, object by object, except the position of jobs'
+    columns: two columns the last pre-squash layout added at the end are placed earlier by the
+    baseline, and moving them would rewrite the table (sql/bridge/squash.sql)."""
+    def normalised(url: str) -> list[str]:
+        return sorted(re.sub(r"^(column \S+) #\d+ ", r"\1 ", line) for line in describe(url))
+    assert normalised(upgraded) == normalised(fresh)
+
+
+def check_upgraded(url: str, before: dict[str, Any], config: str, admin: Session) -> None:
+    assert jobs(url) == before["jobs"]  # every job, with its state, attempts, payload and result
+    with Database(url).session() as s:
+        assert [r["version"] for r in s.all("select version from jobkit.schema_migrations order by 1")][-1] == HEAD
+        assert s.scalar("select count(*) from jobkit.job_attempts where error = 'smtp timeout'") == 1
+        assert s.all("select key, rate, burst from jobkit.rate_limits order by key") == [
+            {"key": "by_hand", "rate": 0.5, "burst": 3}, {"key": "smtp", "rate": 10, "burst": 20}]
+        assert s.scalar("select rate_limit from jobkit.job_types where type = 'email'") == "smtp"
+        # what the worker reads to verify signed wake-ups
+        assert s.one(queries("jobkit")["worker_keys"])["current_secret"] == SECRET  # type: ignore[index]
+        # the upgraded schema runs: the due job is claimed with its payload
+        [claimed] = Lifecycle(s).claim("email", 10, "w-new", timedelta(seconds=30))
+        assert claimed.id == before["ids"]["pending0"] and claimed.payload == {"to": "pending@example.com", "n": 0}
+    commands = {r["jobname"]: r["command"] for r in admin.all(
+        "select jobname, command from cron.job where database = %s", (before["database"],))}
+    prefix = before["prefix"]
+    assert commands[prefix + "nightly"] == "select \"jobkit\".wake('report')"
+    assert commands[prefix + "by-hand"] == "select 1"  # added by hand: left alone
+    assert commands[prefix + "sweep-stuck"] == "select pg_catalog.count(*) from \"jobkit\".sweep_stuck()"
+    check = run("-c", config, "deploy", "--check", "--db-url", url)
+    assert check.exit_code == 0, check.output
+
+
+@pytest.mark.parametrize("first", ["ede9fd6", "3118562"])
+def test_a_presquash_deployment_upgrades_with_a_plain_deploy(
+        first: str, fresh_db: str, other_fresh_db: str, config: str, admin: Session) -> None:
+    deploy_presquash(fresh_db, first)
+    before = fill(fresh_db, admin)
+    result = run("-c", config, "deploy", "--db-url", fresh_db)
+    assert result.exit_code == 0, result.output
+    assert f"applied upgrade bridge from {_layout(first).label}" in result.output
+    check_upgraded(fresh_db, before, config, admin)
+    run("-c", config, "deploy", "--db-url", other_fresh_db)
+    no_drift(fresh_db, other_fresh_db)
+
+
+def test_a_deployment_at_0001_baseline_upgrades_with_a_plain_deploy(
+        fresh_db: str, other_fresh_db: str, config: str, admin: Session) -> None:
+    deploy_baseline(fresh_db)
+    before = fill(fresh_db, admin)
+    result = run("-c", config, "deploy", "--db-url", fresh_db)
+    assert result.exit_code == 0, result.output
+    check_upgraded(fresh_db, before, config, admin)
+    run("-c", config, "deploy", "--db-url", other_fresh_db)
+    assert describe(fresh_db) == describe(other_fresh_db)

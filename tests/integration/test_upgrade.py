@@ -209,3 +209,96 @@ def test_a_deployment_at_0001_baseline_upgrades_with_a_plain_deploy(
     check_upgraded(fresh_db, before, config, admin)
     run("-c", config, "deploy", "--db-url", other_fresh_db)
     assert describe(fresh_db) == describe(other_fresh_db)
+
+
+@pytest.mark.parametrize("first", ["4fd40c1", "bfdb5ad"])
+def test_every_other_bridged_layout_reaches_a_fresh_installs_schema(
+        first: str, fresh_db: str, other_fresh_db: str, config: str) -> None:
+    deploy_presquash(fresh_db, first)
+    result = run("-c", config, "deploy", "--db-url", fresh_db)
+    assert result.exit_code == 0, result.output
+    assert f"applied upgrade bridge from {_layout(first).label}" in result.output
+    assert run("-c", config, "deploy", "--check", "--db-url", fresh_db).exit_code == 0
+    run("-c", config, "deploy", "--db-url", other_fresh_db)
+    no_drift(fresh_db, other_fresh_db)
+
+
+def _history(url: str) -> list[tuple[str, str, str]]:
+    with Database(url).session() as s:
+        return [(r["version"], r["name"], r["checksum"])
+                for r in s.all("select version, name, checksum from jobkit.schema_migrations order by 1")]
+
+
+def test_before_the_upgrade_every_command_says_to_run_deploy(fresh_db: str, config: str) -> None:
+    deploy_presquash(fresh_db, "ede9fd6")
+    for args in (["status"], ["jobs", "list"], ["enqueue", "email"], ["schedule", "list"]):
+        result = run("-c", config, *args, "--db-url", fresh_db)
+        assert result.exit_code == 1, (args, result.output)
+        assert result.output.splitlines()[0] == (
+            "error: jobkit's schema in database " + psycopg.conninfo.conninfo_to_dict(fresh_db)["dbname"]
+            + " was deployed by an older jobkit, from before its migrations were squashed "
+            "(0001_core..0005_delivery): run `jobkit deploy`"), (args, result.output)
+    doctor = run("-c", config, "doctor", "--db-url", fresh_db)
+    assert doctor.exit_code != 0
+    [schema] = [line for line in doctor.output.splitlines() if "schema" in line and "older jobkit" in line]
+    assert "run `jobkit deploy`" in schema and "does not exist" not in doctor.output, doctor.output
+    assert _history(fresh_db) == list(_layout("ede9fd6").rows)  # nothing was changed
+
+
+def test_check_and_dry_run_describe_the_upgrade_and_change_nothing(fresh_db: str, config: str) -> None:
+    deploy_presquash(fresh_db, "ede9fd6")
+    check = run("-c", config, "deploy", "--check", "--db-url", fresh_db)
+    assert check.exit_code == 3, check.output
+    assert "deployed by a jobkit from before its migrations were squashed (main at ede9fd6" in check.output
+    dry = run("-c", config, "deploy", "--dry-run", "--db-url", fresh_db)
+    assert dry.exit_code == 0, dry.output
+    assert "upgrade bridge from main at ede9fd6" in dry.output and "0008_fair_claims" in dry.output
+    assert "delete from \"jobkit\".schema_migrations" in dry.output
+    assert _history(fresh_db) == list(_layout("ede9fd6").rows)
+
+
+def test_a_development_layout_without_a_bridge_is_refused_by_name(fresh_db: str, config: str) -> None:
+    """Main's layouts before ede9fd6 (migrations edited in place during one afternoon) are known but
+    not bridged: deploy names the layout and changes nothing."""
+    deploy_presquash(fresh_db, "ede9fd6")
+    older = _layout("b0c33b0")  # same 0001-0003, an earlier 0004_hot_path
+    with Database(fresh_db).session() as s:
+        s.execute("update jobkit.schema_migrations set checksum = %s where version = '0004'", (older.rows[3][2],))
+    result = run("-c", config, "deploy", "--db-url", fresh_db)
+    assert result.exit_code == 1
+    assert result.output.splitlines()[0] == (
+        "error: the database holds a development layout of jobkit's schema, deployed by main at "
+        "b0c33b0..54a6fbf (2026-12-02 16:43), which no upgrade bridge covers (bridges start at main's ede9fd6)"
+    ), result.output
+    assert _history(fresh_db) == list(older.rows)
+
+
+def test_unknown_presquash_checksums_are_refused(fresh_db: str, config: str) -> None:
+    deploy_presquash(fresh_db, "ede9fd6")
+    with Database(fresh_db).session() as s:
+        s.execute("update jobkit.schema_migrations set checksum = 'edited' where version = '0002'")
+    result = run("-c", config, "deploy", "--db-url", fresh_db)
+    assert result.exit_code == 1
+    assert "with migration checksums this jobkit does not know" in result.output.splitlines()[0]
+    assert ("0002", "wake", "edited") in _history(fresh_db)
+
+
+def test_a_failing_bridge_leaves_the_old_deployment_as_it_was(fresh_db: str, config: str) -> None:
+    """Something in the way (here a function the bridge creates, already there) rolls the whole
+    bridge back: the old history, schema and jobs stay, and the next deploy can try again."""
+    deploy_presquash(fresh_db, "ede9fd6")
+    with Database(fresh_db).session() as s:
+        s.execute("create function jobkit.attempt_limit(int, int, int) returns int language sql as 'select 1'")
+        job = s.scalar("insert into jobkit.jobs (type, payload) values ('email', '{}') returning id")
+    result = run("-c", config, "deploy", "--db-url", fresh_db)
+    assert result.exit_code == 1
+    assert result.output.startswith("error: the upgrade bridge from main at ede9fd6 (2026-12-02 17:46) failed and "
+                                    "was rolled back: function \"attempt_limit\" already exists"), result.output
+    assert _history(fresh_db) == list(_layout("ede9fd6").rows)
+    with Database(fresh_db).session() as s:
+        assert s.scalar("select count(*) from information_schema.columns where table_schema = 'jobkit' "
+                        "and table_name = 'jobs' and column_name = 'round_start'") == 0
+        assert s.scalar("select status from jobkit.jobs where id = %s", (job,)) == "pending"
+        s.execute("drop function jobkit.attempt_limit(int, int, int)")
+    assert run("-c", config, "deploy", "--db-url", fresh_db).exit_code == 0
+    assert _history(fresh_db)[-1][0] == HEAD

@@ -145,16 +145,17 @@ def layout_of(rows: Sequence[Row], schema: str) -> Layout:
         raise DeployError(
             "the database was deployed by a jobkit from before its migrations were squashed, with "
             f"migration checksums this jobkit does not know{where}",
-            hint=_START_OVER,
+            hint=_start_over(schema),
         )
     if found.steps is None:
         raise DeployError(
-            f"the database holds a development layout of jobkit's schema ({found.label}) that no "
-            "upgrade bridge covers; bridges start at main's ede9fd6",
-            hint=_START_OVER,
+            f"the database holds a development layout of jobkit's schema, deployed by {found.label}, "
+            "which no upgrade bridge covers (bridges start at main's ede9fd6)",
+            hint=_start_over(schema),
         )
     return found
 
 
-_START_OVER = ("nothing was changed; copy out the jobs you need, then `drop schema ... cascade` and run "
-               "`jobkit deploy` (README: Upgrading)")
+def _start_over(schema: str) -> str:
+    return (f"nothing was changed; copy out the jobs you need, then `drop schema {schema} cascade` and run "
+            "`jobkit deploy` (README: Upgrading)")

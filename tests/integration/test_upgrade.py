@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from jobkit.cli import cli
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
 from jobkit.lifecycle import Lifecycle
+from jobkit.ops.localdb import LocalCluster
 from jobkit.queries import queries
 from jobkit.schema import presquash
 from jobkit.schema.render import render_bootstrap, render_migrations, render_unit
@@ -33,6 +34,10 @@ from versions import HEAD
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "presquash"
 EDE = [f"ede9fd6/{n}.sql" for n in ("0001_core", "0002_wake", "0003_worker", "0004_hot_path")]
 FILES = {  # each bridged layout (by its first commit on main) -> its rendered migrations, in order
+    "d02410c": EDE[:3],
+    "5629121": [*EDE[:3], "5629121/0004_hot_path.sql"],
+    "c1f365e": [*EDE[:3], "c1f365e/0004_hot_path.sql"],
+    "b0c33b0": [*EDE[:3], "b0c33b0/0004_hot_path.sql"],
     "ede9fd6": EDE,
     "4fd40c1": [*EDE, "4fd40c1/0005_delivery.sql"],
     "bfdb5ad": [*EDE, "bfdb5ad/0005_delivery.sql"],
@@ -148,20 +153,40 @@ def run(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args))
 
 
-@pytest.fixture
-def config(tmp_path: Path) -> Iterator[str]:
-    path = tmp_path / "jobkit.toml"
+@pytest.fixture(scope="module")
+def module_config(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("upgrade") / "jobkit.toml"
     path.write_text(CONFIG)
-    yield str(path)
+    return str(path)
 
 
-def no_drift(upgraded: str, fresh: str) -> None:
+@pytest.fixture
+def config(module_config: str) -> str:
+    return module_config
+
+
+@pytest.fixture(scope="module")
+def fresh_install(cluster: LocalCluster, admin: Session, module_config: str) -> list[str]:
+    """What describe() says of a fresh install with the same jobkit.toml (once per module)."""
+    name = f"t_fresh_{uuid.uuid4().hex[:8]}"
+    admin.execute_with_identifiers("create database {name}", name=name)
+    try:
+        url = cluster.url(name)
+        result = run("-c", module_config, "deploy", "--db-url", url)
+        assert result.exit_code == 0, result.output
+        return describe(url)
+    finally:
+        admin.execute("select cron.unschedule(jobid) from cron.job where database = %s", (name,))
+        admin.execute_with_identifiers("drop database if exists {name} with (force)", name=name)
+
+
+def no_drift(upgraded: str, fresh: list[str]) -> None:
     """The upgraded schema is a fresh install's, object by object, except the position of jobs'
     columns: two columns the last pre-squash layout added at the end are placed earlier by the
     baseline, and moving them would rewrite the table (sql/bridge/squash.sql)."""
-    def normalised(url: str) -> list[str]:
-        return sorted(re.sub(r"^(column \S+) #\d+ ", r"\1 ", line) for line in describe(url))
-    assert normalised(upgraded) == normalised(fresh)
+    def normalised(lines: list[str]) -> list[str]:
+        return sorted(re.sub(r"^(column \S+) #\d+ ", r"\1 ", line) for line in lines)
+    assert normalised(describe(upgraded)) == normalised(fresh)
 
 
 def check_upgraded(url: str, before: dict[str, Any], config: str, admin: Session) -> None:
@@ -189,38 +214,35 @@ def check_upgraded(url: str, before: dict[str, Any], config: str, admin: Session
 
 @pytest.mark.parametrize("first", ["ede9fd6", "3118562"])
 def test_a_presquash_deployment_upgrades_with_a_plain_deploy(
-        first: str, fresh_db: str, other_fresh_db: str, config: str, admin: Session) -> None:
+        first: str, fresh_db: str, fresh_install: list[str], config: str, admin: Session) -> None:
     deploy_presquash(fresh_db, first)
     before = fill(fresh_db, admin)
     result = run("-c", config, "deploy", "--db-url", fresh_db)
     assert result.exit_code == 0, result.output
     assert f"applied upgrade bridge from {_layout(first).label}" in result.output
     check_upgraded(fresh_db, before, config, admin)
-    run("-c", config, "deploy", "--db-url", other_fresh_db)
-    no_drift(fresh_db, other_fresh_db)
+    no_drift(fresh_db, fresh_install)
 
 
 def test_a_deployment_at_0001_baseline_upgrades_with_a_plain_deploy(
-        fresh_db: str, other_fresh_db: str, config: str, admin: Session) -> None:
+        fresh_db: str, fresh_install: list[str], config: str, admin: Session) -> None:
     deploy_baseline(fresh_db)
     before = fill(fresh_db, admin)
     result = run("-c", config, "deploy", "--db-url", fresh_db)
     assert result.exit_code == 0, result.output
     check_upgraded(fresh_db, before, config, admin)
-    run("-c", config, "deploy", "--db-url", other_fresh_db)
-    assert describe(fresh_db) == describe(other_fresh_db)
+    assert describe(fresh_db) == fresh_install
 
 
-@pytest.mark.parametrize("first", ["4fd40c1", "bfdb5ad"])
+@pytest.mark.parametrize("first", ["d02410c", "5629121", "c1f365e", "b0c33b0", "4fd40c1", "bfdb5ad"])
 def test_every_other_bridged_layout_reaches_a_fresh_installs_schema(
-        first: str, fresh_db: str, other_fresh_db: str, config: str) -> None:
+        first: str, fresh_db: str, fresh_install: list[str], config: str) -> None:
     deploy_presquash(fresh_db, first)
     result = run("-c", config, "deploy", "--db-url", fresh_db)
     assert result.exit_code == 0, result.output
     assert f"applied upgrade bridge from {_layout(first).label}" in result.output
     assert run("-c", config, "deploy", "--check", "--db-url", fresh_db).exit_code == 0
-    run("-c", config, "deploy", "--db-url", other_fresh_db)
-    no_drift(fresh_db, other_fresh_db)
+    no_drift(fresh_db, fresh_install)
 
 
 def _history(url: str) -> list[tuple[str, str, str]]:
@@ -258,17 +280,19 @@ def test_check_and_dry_run_describe_the_upgrade_and_change_nothing(fresh_db: str
 
 
 def test_a_development_layout_without_a_bridge_is_refused_by_name(fresh_db: str, config: str) -> None:
-    """Main's layouts before ede9fd6 (migrations edited in place during one afternoon) are known but
-    not bridged: deploy names the layout and changes nothing."""
+    """Main's layouts before d02410c (its first afternoon, 0001_core..0003_worker edited in place)
+    are known but not bridged: deploy names the layout and changes nothing."""
     deploy_presquash(fresh_db, "ede9fd6")
-    older = _layout("b0c33b0")  # same 0001-0003, an earlier 0004_hot_path
-    with Database(fresh_db).session() as s:
-        s.execute("update jobkit.schema_migrations set checksum = %s where version = '0004'", (older.rows[3][2],))
+    older = _layout("1da10df")
+    with Database(fresh_db).session() as s:  # the history rows that layout left
+        s.execute("delete from jobkit.schema_migrations")
+        for row in older.rows:
+            s.execute("insert into jobkit.schema_migrations (version, name, checksum) values (%s, %s, %s)", row)
     result = run("-c", config, "deploy", "--db-url", fresh_db)
     assert result.exit_code == 1
     assert result.output.splitlines()[0] == (
         "error: the database holds a development layout of jobkit's schema, deployed by main at "
-        "b0c33b0..54a6fbf (2026-12-02 16:43), which no upgrade bridge covers (bridges start at main's ede9fd6)"
+        "1da10df..7f22e9b (2026-12-02 14:35), which no upgrade bridge covers (bridges start at main's d02410c)"
     ), result.output
     assert _history(fresh_db) == list(older.rows)
 

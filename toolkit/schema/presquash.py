@@ -72,24 +72,24 @@ LAYOUTS = (
         ("0002", "wake", "f2530a392dfc3e5ac53ba44d25166854339b0e6217eefb0cfa657723a3920e47"),
         ("0003", "worker", "af12042652b135929a8b9e4cdb4e675f3f0efd2ad4b04ef3e0281a3a72ca673b"),
     )),
-    Layout("d02410c", "e695ca2", "2026-12-02 15:17", None, (
+    Layout("d02410c", "e695ca2", "2026-12-02 15:17", ("hot_path", "delivery", "squash"), (
         ("0001", "core", "cb74aa2cfd06aafd8589e057026f4bf0bc698c4ce893eb250e14832f818e481a"),
         ("0002", "wake", "f2530a392dfc3e5ac53ba44d25166854339b0e6217eefb0cfa657723a3920e47"),
         ("0003", "worker", "1cec86cfc4255e3f422e5173af7e74d68bd718d04c500e0aae76d887348c0032"),
     )),
-    Layout("5629121", "5629121", "2026-12-02 16:07", None, (
+    Layout("5629121", "5629121", "2026-12-02 16:07", ("hot_path", "delivery", "squash"), (
         ("0001", "core", "cb74aa2cfd06aafd8589e057026f4bf0bc698c4ce893eb250e14832f818e481a"),
         ("0002", "wake", "f2530a392dfc3e5ac53ba44d25166854339b0e6217eefb0cfa657723a3920e47"),
         ("0003", "worker", "1cec86cfc4255e3f422e5173af7e74d68bd718d04c500e0aae76d887348c0032"),
         ("0004", "hot_path", "c5cc164421297a022e9a039e8afb3700f1c5d8e2563d196fc06e38b546b15c56"),
     )),
-    Layout("c1f365e", "4654198", "2026-12-02 16:13", None, (
+    Layout("c1f365e", "4654198", "2026-12-02 16:13", ("hot_path", "delivery", "squash"), (
         ("0001", "core", "cb74aa2cfd06aafd8589e057026f4bf0bc698c4ce893eb250e14832f818e481a"),
         ("0002", "wake", "f2530a392dfc3e5ac53ba44d25166854339b0e6217eefb0cfa657723a3920e47"),
         ("0003", "worker", "1cec86cfc4255e3f422e5173af7e74d68bd718d04c500e0aae76d887348c0032"),
         ("0004", "hot_path", "773bb40b6919e41dabe6ce8e7276d222d66547ad2598993fa93dc80658e1343f"),
     )),
-    Layout("b0c33b0", "54a6fbf", "2026-12-02 16:43", None, (
+    Layout("b0c33b0", "54a6fbf", "2026-12-02 16:43", ("hot_path", "delivery", "squash"), (
         ("0001", "core", "cb74aa2cfd06aafd8589e057026f4bf0bc698c4ce893eb250e14832f818e481a"),
         ("0002", "wake", "f2530a392dfc3e5ac53ba44d25166854339b0e6217eefb0cfa657723a3920e47"),
         ("0003", "worker", "1cec86cfc4255e3f422e5173af7e74d68bd718d04c500e0aae76d887348c0032"),
@@ -125,6 +125,9 @@ LAYOUTS = (
 )
 
 
+FIRST_BRIDGED = next(layout.first for layout in LAYOUTS if layout.steps is not None)
+
+
 def is_presquash(rows: Sequence[Row]) -> bool:
     """Whether the history holds migrations of a jobkit from before the squash."""
     return any((version, name) in NAMES for version, name, _checksum in rows)
@@ -150,7 +153,7 @@ def layout_of(rows: Sequence[Row], schema: str) -> Layout:
     if found.steps is None:
         raise DeployError(
             f"the database holds a development layout of jobkit's schema, deployed by {found.label}, "
-            "which no upgrade bridge covers (bridges start at main's ede9fd6)",
+            f"which no upgrade bridge covers (bridges start at main's {FIRST_BRIDGED})",
             hint=_start_over(schema),
         )
     return found

@@ -27,6 +27,7 @@ from jobkit.lifecycle import Lifecycle
 from jobkit.ops.localdb import LocalCluster
 from jobkit.queries import queries
 from jobkit.schema import presquash
+from jobkit.schema.migrations import bridge_sql
 from jobkit.schema.render import render_bootstrap, render_migrations, render_unit
 from test_schema_drift import describe
 from versions import HEAD
@@ -336,4 +337,25 @@ def test_a_failing_bridge_leaves_the_old_deployment_as_it_was(fresh_db: str, con
         assert s.scalar("select status from jobkit.jobs where id = %s", (job,)) == "pending"
         s.execute("drop function jobkit.attempt_limit(int, int, int)")
     assert run("-c", config, "deploy", "--db-url", fresh_db).exit_code == 0
+    assert _history(fresh_db)[-1][0] == HEAD
+
+
+def _unvalidated(url: str) -> int:
+    with Database(url).session() as s:
+        return int(s.scalar("select count(*) from pg_constraint where conrelid = 'jobkit.jobs'::regclass "
+                            "and not convalidated"))
+
+
+def test_constraints_an_interrupted_upgrade_left_unvalidated_are_validated_by_the_next_deploy(
+        fresh_db: str, config: str) -> None:
+    """The bridge adds jobs' new check constraints NOT VALID and validates them in a transaction of
+    its own; a deploy stopped between the two leaves them to the next deploy."""
+    deploy_presquash(fresh_db, "ede9fd6")
+    settings = Settings(db_url=fresh_db)
+    with Database(fresh_db).session() as s, s.transaction():  # the bridge's transaction, and no more
+        s.script(bridge_sql(settings, _layout("ede9fd6"), render_migrations(settings)[0]))
+    assert _unvalidated(fresh_db) == 2
+    result = run("-c", config, "deploy", "--db-url", fresh_db)
+    assert result.exit_code == 0, result.output
+    assert "upgrade bridge" not in result.output and _unvalidated(fresh_db) == 0
     assert _history(fresh_db)[-1][0] == HEAD

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from ..exceptions import DeployError
 
-SQUASH = "e0ca19e"
 CHECKSUM_SCHEMA = "jobkit"  # the schema the recorded checksums were rendered for
 NAMES = frozenset({("0001", "core"), ("0002", "wake"), ("0003", "worker"), ("0004", "hot_path"),
                    ("0005", "delivery")})

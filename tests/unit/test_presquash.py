@@ -20,7 +20,7 @@ def test_each_layout_is_one_distinct_ordered_history() -> None:
         assert all(len(checksum) == 64 for _v, _n, checksum in layout.rows)
 
 
-def test_the_bridged_layouts_are_main_from_ede9fd6_to_the_squash() -> None:
+def test_the_bridged_layouts_are_main_from_d02410c_to_the_squash() -> None:
     bridged = [layout.first for layout in presquash.LAYOUTS if layout.steps is not None]
     assert bridged == ["d02410c", "5629121", "c1f365e", "b0c33b0", "ede9fd6", "4fd40c1", "bfdb5ad", "3118562"]
     assert presquash.LAYOUTS[-1].last == "57b8576"  # the last commit before the squash (e0ca19e)

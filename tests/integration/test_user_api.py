@@ -333,3 +333,42 @@ def test_a_key_that_is_too_long_gets_413(db_url: str) -> None:
         assert getattr(refused.value.__cause__, "sqlstate", None) == "PT413"
         assert "shorten [types.report] concurrency_key" in (refused.value.hint or "")
         assert s.scalar("select count(*) from jobkit.jobs") == 1
+
+
+# Supabase's linter (splinter) lints 0028 anon_security_definer_function_executable and 0029
+# authenticated_security_definer_function_executable, restated: SECURITY DEFINER functions in the
+# Data API's exposed schemas (pgrst.db_schemas) that the role may execute, outside Supabase's own
+# schemas. With exposed = every schema, it is the lints' older form, which looked at all schemas.
+DEFINER_LINT = """
+select p.pronamespace::regnamespace::text || '.' || p.proname
+       || '(' || pg_get_function_identity_arguments(p.oid) || ')' as function
+from pg_proc p
+where p.prosecdef and has_function_privilege(%(role)s, p.oid, 'EXECUTE')
+  and p.pronamespace::regnamespace::text = any(%(exposed)s)
+  and p.pronamespace::regnamespace::text not in ('auth', 'cron', 'extensions', 'graphql', 'graphql_public',
+      'information_schema', 'net', 'pgmq', 'pgsodium', 'pg_catalog', 'realtime', 'storage',
+      'supabase_functions', 'supabase_migrations', 'vault')
+order by 1
+"""
+
+
+def test_security_advisor_warnings_are_the_two_intended(db_url: str) -> None:
+    """Issue 21 Found 12: with jobkit_user exposed, the linter's SECURITY DEFINER lints find the
+    user API's enqueue and cancel for authenticated (they write jobkit's closed tables on the
+    caller's behalf, within the checks they make) and nothing else; nothing for anon. The same holds
+    over every schema, jobkit's own and [api]'s included."""
+    with Database(db_url).session() as s:
+        s.execute("create publication supabase_realtime")
+    settings = Settings(db_url=db_url, user_api=API, api_schema="jobkit_api")
+    deploy(Database(db_url), settings, DeployOptions(schedules=False), echo=lambda _m: None)
+    with Database(db_url).session() as s:
+        everything = [r["nspname"] for r in s.all("select nspname from pg_namespace")]
+        for exposed in (["public", "graphql_public", USER, "jobkit_api"], everything):
+            found = {role: [r["function"] for r in s.all(DEFINER_LINT, {"role": role, "exposed": exposed})]
+                     for role in ("anon", "authenticated")}
+            assert found == {"anon": [], "authenticated": [f"{USER}.cancel(p_id uuid)",
+                                                           f"{USER}.enqueue(p_type text, p_payload jsonb)"]}
+        # The lint can fail: a definer function granted to authenticated by hand is found.
+        s.execute(f"grant execute on function {USER}.sync_job() to authenticated")
+        found_now = [r["function"] for r in s.all(DEFINER_LINT, {"role": "authenticated", "exposed": [USER]})]
+        assert f"{USER}.sync_job()" in found_now

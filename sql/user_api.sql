@@ -46,14 +46,16 @@ comment on table {{ u }}.jobs is 'jobkit: each user''s own jobs (RLS: owner = th
 drop policy if exists own_jobs on {{ u }}.jobs;
 do $upgrade$
 begin
+    -- (operators named with their schema: this runs under the deployer's search_path)
     if (select a.atttypid from pg_catalog.pg_attribute a
-        where a.attrelid = {{ (user_api.schema | ident ~ ".jobs") | literal }}::pg_catalog.regclass
-          and a.attname = 'owner' and not a.attisdropped) = 'pg_catalog.uuid'::pg_catalog.regtype then
+        where a.attrelid OPERATOR(pg_catalog.=) {{ (user_api.schema | ident ~ ".jobs") | literal }}::pg_catalog.regclass
+          and a.attname OPERATOR(pg_catalog.=) 'owner'::pg_catalog.name and not a.attisdropped)
+       OPERATOR(pg_catalog.=) 'pg_catalog.uuid'::pg_catalog.regtype then
         alter table {{ u }}.jobs alter column owner type text;
     end if;
     if (select p.prorettype from pg_catalog.pg_proc p
-        where p.oid = pg_catalog.to_regprocedure({{ (user_api.schema | ident ~ ".caller()") | literal }}))
-       = 'pg_catalog.uuid'::pg_catalog.regtype then
+        where p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure({{ (user_api.schema | ident ~ ".caller()") | literal }}))
+       OPERATOR(pg_catalog.=) 'pg_catalog.uuid'::pg_catalog.regtype then
         drop function {{ u }}.caller();
     end if;
 end
@@ -163,8 +165,8 @@ $$;
 -- triggers are missing, and the block after them brings the owners and this table up to date.
 select pg_catalog.set_config('jobkit.user_api_resync', 'on', true)
 where not exists (select 1 from pg_catalog.pg_trigger t
-                  where t.tgrelid = {{ (schema | ident ~ ".jobs") | literal }}::pg_catalog.regclass
-                    and t.tgname = 'jobs_user_sync');
+                  where t.tgrelid OPERATOR(pg_catalog.=) {{ (schema | ident ~ ".jobs") | literal }}::pg_catalog.regclass
+                    and t.tgname OPERATOR(pg_catalog.=) 'jobs_user_sync'::pg_catalog.name);
 drop trigger if exists jobs_user_sync on {{ s }}.jobs;
 create trigger jobs_user_sync after insert or update of status, progress, result, last_error, owner
     on {{ s }}.jobs
@@ -179,12 +181,12 @@ create trigger jobs_user_forget after delete on {{ s }}.jobs
 -- that are gone go. One update per owned job, once: milliseconds per thousand owned jobs.
 do $resync$
 begin
-    if pg_catalog.current_setting('jobkit.user_api_resync', true) is distinct from 'on' then
+    if coalesce(pg_catalog.current_setting('jobkit.user_api_resync', true), '') OPERATOR(pg_catalog.<>) 'on' then
         return;
     end if;
     update {{ s }}.jobs j set owner = coalesce(j.owner, m.owner)
-    from {{ u }}.jobs m where m.id = j.id;
-    delete from {{ u }}.jobs m where not exists (select 1 from {{ s }}.jobs j where j.id = m.id);
+    from {{ u }}.jobs m where m.id OPERATOR(pg_catalog.=) j.id;
+    delete from {{ u }}.jobs m where not exists (select 1 from {{ s }}.jobs j where j.id OPERATOR(pg_catalog.=) m.id);
 end
 $resync$;
 

@@ -16,17 +16,19 @@ do $user_api$
 declare
     v_schema text;
 begin
+    -- (operators named with their schema: this runs under the deployer's search_path)
     select n.nspname into v_schema
     from pg_catalog.pg_trigger t
-    join pg_catalog.pg_class c on c.oid = t.tgrelid
-    join pg_catalog.pg_namespace cn on cn.oid = c.relnamespace
-    join pg_catalog.pg_proc p on p.oid = t.tgfoid
-    join pg_catalog.pg_namespace n on n.oid = p.pronamespace
-    where cn.nspname = {{ schema | literal }} and c.relname = 'jobs' and t.tgname = 'jobs_user_sync';
+    join pg_catalog.pg_class c on c.oid OPERATOR(pg_catalog.=) t.tgrelid
+    join pg_catalog.pg_namespace cn on cn.oid OPERATOR(pg_catalog.=) c.relnamespace
+    join pg_catalog.pg_proc p on p.oid OPERATOR(pg_catalog.=) t.tgfoid
+    join pg_catalog.pg_namespace n on n.oid OPERATOR(pg_catalog.=) p.pronamespace
+    where cn.nspname OPERATOR(pg_catalog.=) {{ schema | literal }}::pg_catalog.name and c.relname OPERATOR(pg_catalog.=) 'jobs'::pg_catalog.name
+      and t.tgname OPERATOR(pg_catalog.=) 'jobs_user_sync'::pg_catalog.name;
     if v_schema is null then
         return;
     end if;
-    if exists (select 1 from pg_catalog.pg_roles where rolname = 'authenticated') then
+    if exists (select 1 from pg_catalog.pg_roles where rolname OPERATOR(pg_catalog.=) 'authenticated'::pg_catalog.name) then
         execute pg_catalog.format('revoke all on all functions in schema %I from authenticated', v_schema);
     end if;
 end

@@ -161,12 +161,40 @@ begin
 end
 $$;
 
--- After 0011 (which dropped the triggers and the uuid owner column) or on a first deploy: the
--- triggers are missing, and the block after them brings the owners and this table up to date.
+-- After 0011 (which dropped the triggers and the uuid owner column; or on a first deploy, with
+-- nothing to do) the triggers are missing, and _resync brings owners and this table up to date:
+-- once before the triggers are created, while jobkit's jobs table stays writable (only owned jobs'
+-- rows are locked, by the owners copied back), and once after them, for what changed in between
+-- (the triggers' locks keep writers to jobkit's jobs waiting until commit: that pass only
+-- compares, one primary-key probe of jobkit's jobs per row of this table, and writes what differs).
+-- The probes are forced (no hash or merge join, which would read all of jobkit's jobs).
+create or replace function {{ u }}._resync(p_owners boolean) returns void
+language sql volatile set search_path = '' set enable_hashjoin = off set enable_mergejoin = off as $$
+    update {{ s }}.jobs j set owner = m.owner
+    from {{ u }}.jobs m where p_owners and m.id = j.id and j.owner is null;
+    with job as (
+        select m.id, j.id is not null as present, j.status, j.progress,
+               case when j.status = 'completed' then j.result end as result,
+               case when j.status in ('failed', 'dead') then pg_catalog.left(pg_catalog.substring(
+                   pg_catalog.rtrim(coalesce(j.last_error, ''), E' \n'), E'[^\n]*$'), 300) end as error
+        from {{ u }}.jobs m left join {{ s }}.jobs j on j.id = m.id
+    ), gone as (
+        delete from {{ u }}.jobs m using job where job.id = m.id and not job.present
+    )
+    update {{ u }}.jobs m
+    set status = job.status, progress = job.progress, result = job.result, error = job.error,
+        updated_at = pg_catalog.now()
+    from job
+    where job.id = m.id and job.present
+      and (m.status, m.progress, m.result, m.error) is distinct from (job.status, job.progress, job.result, job.error);
+$$;
+
 select pg_catalog.set_config('jobkit.user_api_resync', 'on', true)
 where not exists (select 1 from pg_catalog.pg_trigger t
                   where t.tgrelid OPERATOR(pg_catalog.=) {{ (schema | ident ~ ".jobs") | literal }}::pg_catalog.regclass
                     and t.tgname OPERATOR(pg_catalog.=) 'jobs_user_sync'::pg_catalog.name);
+select {{ u }}._resync(true)
+where pg_catalog.current_setting('jobkit.user_api_resync', true) OPERATOR(pg_catalog.=) 'on';
 drop trigger if exists jobs_user_sync on {{ s }}.jobs;
 create trigger jobs_user_sync after insert or update of status, progress, result, last_error, owner
     on {{ s }}.jobs
@@ -174,21 +202,8 @@ create trigger jobs_user_sync after insert or update of status, progress, result
 drop trigger if exists jobs_user_forget on {{ s }}.jobs;
 create trigger jobs_user_forget after delete on {{ s }}.jobs
     for each row when (old.owner is not null) execute function {{ u }}.sync_job();
-
--- Once (see above), with the triggers in place and jobkit's jobs table locked against writes by
--- them until commit: each mirrored job gets its owner back (0011's new column is empty) and the
--- trigger rewrites its row here from the job (what changed while no trigger ran); rows of jobs
--- that are gone go. One update per owned job, once: milliseconds per thousand owned jobs.
-do $resync$
-begin
-    if coalesce(pg_catalog.current_setting('jobkit.user_api_resync', true), '') OPERATOR(pg_catalog.<>) 'on' then
-        return;
-    end if;
-    update {{ s }}.jobs j set owner = coalesce(j.owner, m.owner)
-    from {{ u }}.jobs m where m.id OPERATOR(pg_catalog.=) j.id;
-    delete from {{ u }}.jobs m where not exists (select 1 from {{ s }}.jobs j where j.id OPERATOR(pg_catalog.=) m.id);
-end
-$resync$;
+select {{ u }}._resync(false)
+where pg_catalog.current_setting('jobkit.user_api_resync', true) OPERATOR(pg_catalog.=) 'on';
 
 revoke all on all tables in schema {{ u }} from public;
 revoke all on all functions in schema {{ u }} from public;

@@ -254,6 +254,11 @@ def test_supabase_client_as_signed_in_users(url: str) -> None:
             assert refused.value.code == code, refused.value
         assert alice.rpc("cancel", {"p_id": job}).execute().data is True
         assert alice.table("jobs").select("*").execute().data[0]["status"] == "cancelled"
+        carol = client(base, THIRD_PARTY[1])  # an Auth0 user (issue 21 Found 9): not a UUID
+        theirs = carol.rpc("enqueue", {"p_type": "export", "p_payload": {}}).execute().data
+        assert [(r["id"], r["owner"]) for r in carol.table("jobs").select("*").execute().data] == [
+            (theirs, THIRD_PARTY[1])]
+        assert alice.rpc("cancel", {"p_id": theirs}).execute().data is False
 
 
 def test_third_party_auth_subjects(s: Session) -> None:

@@ -47,6 +47,8 @@ _PATH_RE = re.compile(r"payload((?:\.[A-Za-z0-9_-]+)*)")
 CONCURRENCY_FIELDS = ("fair", "concurrency_key", "max_running_per_key", "max_running")
 
 
+#: The longest concurrency key a job may carry (jobs_concurrency_key_length).
+MAX_KEY = 1000
 #: A template part that stands for the job's owner (``{owner}``): stored as ``{"ref": "owner"}``.
 OWNER = "owner"
 
@@ -89,6 +91,9 @@ class KeyTemplate:
         literal += source[at:]
         if literal:
             parts.append(literal)
+        if sum(len(p) for p in parts if isinstance(p, str)) > MAX_KEY:
+            raise ConfigError(f"{where} concurrency_key has over {MAX_KEY} characters of text",
+                              hint=f"a job's key holds at most {MAX_KEY} characters: shorten the template")
         return cls(source, tuple(parts))
 
     @property

@@ -138,3 +138,9 @@ def test_a_user_api_type_cannot_key_by_the_payload(template: str) -> None:
     assert "{owner}" in refused.value.hint
     del doc["user_api"]
     assert parse_settings(doc).types["export"].concurrency_key is not None  # fine for backend-only types
+
+
+def test_a_key_template_longer_than_a_key_is_refused() -> None:
+    with pytest.raises(ConfigError, match="over 1000 characters of text"):
+        parse_settings({"types": {"export": {"concurrency_key": "k" * 1001 + "{owner}"}}})
+    assert parse_settings({"types": {"export": {"concurrency_key": "k" * 1000}}}).types["export"].fair

@@ -28,8 +28,12 @@ begin
     if v_schema is null then
         return;
     end if;
-    if exists (select 1 from pg_catalog.pg_roles where rolname OPERATOR(pg_catalog.=) 'authenticated'::pg_catalog.name) then
-        execute pg_catalog.format('revoke all on all functions in schema %I from authenticated', v_schema);
+    -- (reads stay open: the users' table and caller(), which its policy calls, are untouched)
+    if exists (select 1 from pg_catalog.pg_roles where rolname OPERATOR(pg_catalog.=) 'authenticated'::pg_catalog.name)
+       and pg_catalog.to_regprocedure(pg_catalog.format('%I.enqueue(text, jsonb)', v_schema)) is not null
+       and pg_catalog.to_regprocedure(pg_catalog.format('%I.cancel(uuid)', v_schema)) is not null then
+        execute pg_catalog.format('revoke all on function %I.enqueue(text, jsonb), %I.cancel(uuid) from authenticated',
+                                  v_schema, v_schema);
     end if;
 end
 $user_api$;

@@ -85,6 +85,9 @@ def test_uuid_owners_become_text_without_rewriting_jobs(old: tuple[Session, Sett
     # Between 0011 and the user API's re-application: enqueue and cancel are closed, the rest works.
     with pytest.raises(PrerequisiteError, match="permission denied"):
         call(s, ALICE, enqueue)
+    with pytest.raises(PrerequisiteError, match="permission denied"):
+        call(s, ALICE, f"select {USER}.cancel(%s)", a2)
+    assert call(s, ALICE, f"select count(*) from {USER}.jobs") == 2  # Alice still reads her jobs
     life.complete([(a1, claimed.attempts, json.dumps({"url": "x.csv"}))])  # not mirrored yet
     s.execute("delete from jobkit.jobs where id = %s", (b1,))                # pruned: not mirrored yet
     assert mirror(s)[a1] == (ALICE, "processing") and b1 in mirror(s)

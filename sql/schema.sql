@@ -54,7 +54,7 @@ create table {{ s }}.jobs (
     -- 0006: what the handler last reported with ctx.progress() ({"fraction", "done", "total",
     -- "message", "data"}), written by set_progress at most a few times a second.
     progress             jsonb,
-    owner                uuid,  -- 0007: the app user it belongs to (the per-user API sets it)
+    owner                text,  -- 0011 (uuid in 0007): the app user it belongs to, their JWT subject (the per-user API sets it)
     constraint jobs_type_not_empty check (type <> ''),
     constraint jobs_lease_when_processing check (status <> 'processing' or lease_expires_at is not null),
     constraint jobs_scheduled_for_finite check (pg_catalog.isfinite(scheduled_for)),  -- 0002: no infinity
@@ -98,8 +98,6 @@ create unique index jobs_idempotency_idx on {{ s }}.jobs (type, idempotency_key)
 -- Dead jobs per type for the overview, without walking every finished job (0003). Partial: only
 -- dead rows are in it, so the hot path (claims, completions) never writes to it.
 create index jobs_dead_idx on {{ s }}.jobs (type) where status = 'dead';
--- A user's own jobs, for the per-user API (0007); partial: other jobs are not in it.
-create index jobs_owner_idx on {{ s }}.jobs (owner, created_at) where owner is not null;
 -- The dashboard's jobs page lists newest first with keyset pagination on (created_at, id) and
 -- filters by a time range on created_at (0003).
 create index jobs_created_idx on {{ s }}.jobs (created_at, id);
@@ -301,12 +299,26 @@ language sql volatile set search_path = '' as $$
 $$;
 
 -- A key rendered from a type's template: strings are copied, arrays are paths into the payload
--- (a missing field renders as the empty string).
+-- (a missing field renders as the empty string), {"ref": "owner"} is the job's owner (0011; the
+-- two-argument form, for jobs without one, renders it as '').
 create function {{ s }}._render_key(p_template jsonb, p_payload jsonb) returns text
 language sql immutable set search_path = '' as $$
     select pg_catalog.string_agg(
-               case when pg_catalog.jsonb_typeof(e.part) = 'string' then e.part #>> '{}'
-                    else coalesce(p_payload #>> array(select pg_catalog.jsonb_array_elements_text(e.part)), '')
+               case pg_catalog.jsonb_typeof(e.part)
+                   when 'string' then e.part #>> '{}'
+                   when 'array' then coalesce(p_payload #>> array(select pg_catalog.jsonb_array_elements_text(e.part)), '')
+                   else ''
+               end, '' order by e.n)
+    from pg_catalog.jsonb_array_elements(p_template) with ordinality as e(part, n)
+$$;
+
+create function {{ s }}._render_key(p_template jsonb, p_payload jsonb, p_owner text) returns text
+language sql immutable set search_path = '' as $$
+    select pg_catalog.string_agg(
+               case pg_catalog.jsonb_typeof(e.part)
+                   when 'string' then e.part #>> '{}'
+                   when 'array' then coalesce(p_payload #>> array(select pg_catalog.jsonb_array_elements_text(e.part)), '')
+                   else coalesce(p_owner, '')
                end, '' order by e.n)
     from pg_catalog.jsonb_array_elements(p_template) with ordinality as e(part, n)
 $$;
@@ -329,13 +341,15 @@ begin
 end
 $$;
 
--- A type that becomes fair gives its unfinished jobs their keys (fair claims see only keyed jobs).
+-- A type that becomes fair gives its unfinished jobs their keys (fair claims see only keyed jobs),
+-- owned jobs with their owner (0011).
 create function {{ s }}.job_types_key_backfill() returns trigger
 language plpgsql set search_path = '' as $$
 begin
     if new.fair and (tg_op = 'INSERT' or not old.fair) then
         update {{ s }}.jobs j
-        set concurrency_key = coalesce({{ s }}._render_key(new.key_template, j.payload), ''), updated_at = now()
+        set concurrency_key = coalesce({{ s }}._render_key(new.key_template, j.payload, j.owner), ''),
+            updated_at = now()
         where j.type = new.type and j.status in ('pending', 'processing') and j.concurrency_key is null;
     end if;
     return null;

@@ -47,23 +47,30 @@ _PATH_RE = re.compile(r"payload((?:\.[A-Za-z0-9_-]+)*)")
 CONCURRENCY_FIELDS = ("fair", "concurrency_key", "max_running_per_key", "max_running")
 
 
+#: The longest concurrency key a job may carry (jobs_concurrency_key_length).
+MAX_KEY = 1000
+#: A template part that stands for the job's owner (``{owner}``): stored as ``{"ref": "owner"}``.
+OWNER = "owner"
+
+
 @dataclass(frozen=True)
 class KeyTemplate:
     """A concurrency key made from a job's payload: ``"tenant:{payload.tenant_id}"``. Text is
     copied, ``{payload.a.b}`` is the payload's field ``a.b`` (a missing field renders as the empty
-    string; an array element by its index: ``{payload.items.0}``), ``{{`` and ``}}`` are braces.
-    Stored (job_types.key_template) as a JSON array of strings and paths: the database renders it
-    with jsonb operators, never as SQL text."""
+    string; an array element by its index: ``{payload.items.0}``), ``{owner}`` is the job's owner
+    (the per-user API's caller; empty for other jobs), ``{{`` and ``}}`` are braces. Stored
+    (job_types.key_template) as a JSON array of strings, paths and ``{"ref": "owner"}``: the
+    database renders it with jsonb operators, never as SQL text."""
 
     source: str
-    parts: tuple[str | tuple[str, ...], ...]
+    parts: tuple[str | tuple[str, ...] | None, ...]  # None: {owner}
 
     @classmethod
     def parse(cls, source: str, where: str) -> KeyTemplate:
         if not isinstance(source, str) or not source:
             raise ConfigError(f"{where} concurrency_key must be a non-empty string such as "
                               f"\"tenant:{{payload.tenant_id}}\", got {source!r}")
-        parts: list[str | tuple[str, ...]] = []
+        parts: list[str | tuple[str, ...] | None] = []
         literal, at = "", 0
         for m in _PLACEHOLDER_RE.finditer(source):
             literal += source[at:m.start()]
@@ -71,29 +78,41 @@ class KeyTemplate:
             if m.group(0) in ("{{", "}}"):
                 literal += m.group(0)[0]
                 continue
-            path = _PATH_RE.fullmatch(m.group(1).strip()) if m.group(1) is not None else None
-            if path is None:
+            field_name = m.group(1).strip() if m.group(1) is not None else None
+            path = _PATH_RE.fullmatch(field_name) if field_name is not None else None
+            if path is None and field_name != OWNER:
                 raise ConfigError(f"{where} concurrency_key {source!r}: {m.group(0)!r} is not a field",
-                                  hint="write a field as {payload.tenant_id} (or {payload.a.b}), "
-                                  "a literal brace as {{ or }}")
+                                  hint="write a field as {payload.tenant_id} (or {payload.a.b}), the job's "
+                                  "owner as {owner}, a literal brace as {{ or }}")
             if literal:
                 parts.append(literal)
             literal = ""
-            parts.append(tuple(seg for seg in path.group(1).split(".") if seg))
+            parts.append(None if path is None else tuple(seg for seg in path.group(1).split(".") if seg))
         literal += source[at:]
         if literal:
             parts.append(literal)
+        if sum(len(p) for p in parts if isinstance(p, str)) > MAX_KEY:
+            raise ConfigError(f"{where} concurrency_key has over {MAX_KEY} characters of text",
+                              hint=f"a job's key holds at most {MAX_KEY} characters: shorten the template")
         return cls(source, tuple(parts))
 
-    def as_json(self) -> list[Any]:
-        return [p if isinstance(p, str) else list(p) for p in self.parts]
+    @property
+    def names_payload(self) -> bool:
+        """Whether a payload field is part of the key (whoever writes the payload chooses it)."""
+        return any(isinstance(p, tuple) for p in self.parts)
 
-    def render(self, payload: Any) -> str:
+    def as_json(self) -> list[Any]:
+        return [p if isinstance(p, str) else {"ref": OWNER} if p is None else list(p) for p in self.parts]
+
+    def render(self, payload: Any, owner: str | None = None) -> str:
         """The key for ``payload`` (what the database's _render_key computes)."""
         out = []
         for part in self.parts:
             if isinstance(part, str):
                 out.append(part)
+                continue
+            if part is None:
+                out.append(owner or "")
                 continue
             value: Any = payload
             for seg in part:
@@ -275,7 +294,7 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Se
             for key, body in v.table(data.get("ratelimits", {}), "[ratelimits]").items()
         },
         api_schema=api_schema,
-        user_api=_user_api(data.get("user_api"), schema, api_schema),
+        user_api=_user_api(data.get("user_api"), schema, api_schema, types),
         payload_index=_dashboard(data.get("dashboard", {})),
         source=source,
     )
@@ -362,7 +381,8 @@ def _dashboard(body: Any) -> bool:
     return value
 
 
-def _user_api(body: Any, schema: str, api_schema: str | None) -> UserApiConfig | None:
+def _user_api(body: Any, schema: str, api_schema: str | None,
+              type_configs: Mapping[str, TypeConfig]) -> UserApiConfig | None:
     if body is None:
         return None
     table = v.table(body, "[user_api]")
@@ -378,12 +398,27 @@ def _user_api(body: Any, schema: str, api_schema: str | None) -> UserApiConfig |
     if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
         raise ConfigError("[user_api] types must be a non-empty list of job types",
                           hint='e.g. types = ["export_report"]')
+    names = tuple(v.type_name(t) for t in types)
+    _user_keys(names, type_configs)
     limit = _ratelimit({"rate": table.get("rate", "10/min"), "burst": table.get("burst", 5)}, "[user_api]")
     return UserApiConfig(
-        schema=name, types=tuple(v.type_name(t) for t in types),
+        schema=name, types=names,
         max_payload_bytes=v.integer(table.get("max_payload_bytes", 16_384), "[user_api] max_payload_bytes",
                                     2, 1_048_576),
         limit=limit)
+
+
+def _user_keys(names: tuple[str, ...], type_configs: Mapping[str, TypeConfig]) -> None:
+    """A [user_api] type's concurrency key is never chosen by the end user: its template may name
+    the owner and literal text, no payload field (the user writes the payload). The database
+    renders a user's job's key from the template and the owner only, whatever the template says."""
+    for name in names:
+        template = type_configs[name].concurrency_key if name in type_configs else None
+        if template is not None and template.names_payload:
+            raise ConfigError(
+                f"[types.{name}] concurrency_key {template.source!r} names payload fields, but {name} is "
+                "open to end users ([user_api] types), who write the payload and so would choose the key",
+                hint='key their jobs by the owner instead, e.g. concurrency_key = "user:{owner}"')
 
 
 def _ratelimit(body: Any, where: str) -> RateLimitConfig:

@@ -106,7 +106,7 @@ select pg_catalog.to_regprocedure('net.http_post(text,jsonb,jsonb,jsonb,integer)
 -- name: doctor_vault
 select pg_catalog.to_regclass('vault.decrypted_secrets') is not null as installed,
        {{ s }}.secret('worker_url') is not null as url_set,
-       {{ s }}.secret('worker_token') is not null as token_set,
+       {{ s }}.secret('worker_secret') is not null as secret_set,
        (select value #>> '{}'::pg_catalog.text[] from {{ s }}.settings where key = 'transport') as transport
 
 -- name: doctor_wake_failures

@@ -9,7 +9,11 @@ select line from (
          || ' comment=' || coalesce(obj_description(c.oid, 'pg_class'), '') as line
   from pg_class c where c.relnamespace = (select oid from ns) and c.relkind in ('r', 'v', 'm', 'S', 'p', 'f')
   union all
-  select 'column ' || c.relname || '.' || a.attname || ' #' || a.attnum || ' ' || format_type(a.atttypid, a.atttypmod)
+  -- a column's place among the live ones (a dropped column leaves a gap in attnum: 0011 replaced one)
+  select 'column ' || c.relname || '.' || a.attname || ' #'
+         || (select count(*) from pg_attribute b where b.attrelid = a.attrelid and b.attnum > 0
+               and not b.attisdropped and b.attnum <= a.attnum)
+         || ' ' || format_type(a.atttypid, a.atttypmod)
          || ' notnull=' || a.attnotnull || ' default=' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
          || ' identity=' || a.attidentity::text || ' generated=' || a.attgenerated::text
          || ' comment=' || coalesce(col_description(c.oid, a.attnum), '')

@@ -13,7 +13,8 @@ from jobkit.connector import Database, Session
 from jobkit.ops.doctor import FAIL, PASS, WARN, Check, run
 from jobkit.ops.localdb import LocalCluster
 from jobkit.schema.deploy import DeployOptions, deploy
-from standins import PgNetStandIn
+from standins import PgNetStandIn, install_vault
+from standins.http_server import Server
 
 
 def _checks(url: str, **kwargs: bool) -> dict[str, Check]:
@@ -85,6 +86,27 @@ def test_pg_net_without_secrets_and_a_stopped_pg_net_worker(healthy: str) -> Non
         assert checks["secrets"].status == FAIL and "jobkit secrets set" in checks["secrets"].fix
     stopped = _checks(healthy)
     assert stopped["pg_net worker"].status == FAIL and "net.worker_restart()" in stopped["pg_net worker"].fix
+
+
+@pytest.mark.parametrize("vault", [True, False], ids=["vault", "table"])
+def test_doctor_passes_after_secrets_set(healthy: str, server: Server, vault: bool) -> None:
+    """Issue 21 Found 8: after `jobkit secrets set`, doctor finds the signing secret where it is
+    stored (Vault's jobkit_worker_secret with the Vault stand-in, else jobkit.secrets) and passes."""
+    if vault:
+        install_vault(healthy)
+    PgNetStandIn(healthy).install()
+    runner = CliRunner()
+    with PgNetStandIn(healthy):
+        deploy(Database(healthy), Settings(db_url=healthy), DeployOptions(), echo=lambda _m: None)
+        assert _checks(healthy)["secrets"].status == FAIL  # nothing stored yet: the check can fail
+        stored = runner.invoke(cli, ["secrets", "set", "--url", server.base + "/ok", "--db-url", healthy])
+        assert stored.exit_code == 0, stored.output
+        check = _checks(healthy)["secrets"]
+        store = "in Vault" if vault else "in jobkit.secrets"
+        assert check.status == PASS and check.detail == f"worker URL and signing secret set {store}" + (
+            "" if vault else " (no Vault)"), check
+        result = runner.invoke(cli, ["doctor", "--db-url", healthy])
+        assert result.exit_code == 0, result.output
 
 
 def test_paused_schedule_warns(healthy: str) -> None:

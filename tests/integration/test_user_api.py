@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from jobkit.config import RateLimitConfig, Settings, UserApiConfig
+from jobkit.config import KeyTemplate, RateLimitConfig, Settings, TypeConfig, UserApiConfig
 from jobkit.connector import Database, Session
 from jobkit.exceptions import DatabaseError, PrerequisiteError
 from jobkit.jobs import Failure
@@ -20,6 +20,9 @@ from jobkit.schema.deploy import DeployOptions, deploy
 
 USER = "jobkit_user"
 ALICE, BOB = str(uuid.uuid4()), str(uuid.uuid4())
+# Subjects of Supabase's third-party auth providers: Clerk, Auth0 (two), Firebase; none is a UUID.
+THIRD_PARTY = ("user_2NNEqL2nrIRdJ194ndJqAHwEfxC", "auth0|5f7c8ec7c33c6c004bbafe82",
+               "google-oauth2|104857394857394857394", "kq6yKzK1mXa0Lw2V6nQ3bWm1ZPu2")
 API = UserApiConfig(schema=USER, types=("export", "resize"), max_payload_bytes=200,
                     limit=RateLimitConfig(rate=0.001, burst=4))
 
@@ -251,3 +254,126 @@ def test_supabase_client_as_signed_in_users(url: str) -> None:
             assert refused.value.code == code, refused.value
         assert alice.rpc("cancel", {"p_id": job}).execute().data is True
         assert alice.table("jobs").select("*").execute().data[0]["status"] == "cancelled"
+        carol = client(base, THIRD_PARTY[1])  # an Auth0 user (issue 21 Found 9): not a UUID
+        theirs = carol.rpc("enqueue", {"p_type": "export", "p_payload": {}}).execute().data
+        assert [(r["id"], r["owner"]) for r in carol.table("jobs").select("*").execute().data] == [
+            (theirs, THIRD_PARTY[1])]
+        assert alice.rpc("cancel", {"p_id": theirs}).execute().data is False
+
+
+def test_third_party_auth_subjects(s: Session) -> None:
+    """Issue 21 Found 9: Clerk, Auth0, Firebase and Cognito sign users in with subjects that are not
+    UUIDs; each enqueues, sees only their own jobs, cancels them and has a bucket of their own."""
+    ids = {sub: enqueue(s, sub) for sub in THIRD_PARTY}
+    for sub, job in ids.items():
+        assert [r["id"] for r in visible(s, sub)] == [job]
+        assert visible(s, sub)[0]["owner"] == sub
+    owners = {r["id"]: r["owner"] for r in s.all("select id, owner from jobkit.jobs")}
+    assert owners == {job: sub for sub, job in ids.items()}
+    clerk, auth0 = THIRD_PARTY[0], THIRD_PARTY[1]
+    as_role(s, "authenticated", clerk)
+    assert s.scalar(f"select {USER}.cancel(%s)", (ids[auth0],)) is False  # not Clerk's
+    assert s.scalar(f"select {USER}.cancel(%s)", (ids[clerk],)) is True
+    admin(s)
+    for _ in range(3):  # the burst is 4: Auth0's bucket is its own, though "|" cannot be in a key
+        enqueue(s, auth0)
+    with pytest.raises(DatabaseError, match="too many jobs"):
+        enqueue(s, auth0)
+    enqueue(s, THIRD_PARTY[2])  # another "...|..." subject: another bucket
+    buckets = [r["key"] for r in s.all("select key from jobkit.rate_limits where key like 'user:%' order by key")]
+    assert f"user:{clerk}" in buckets and len(buckets) == len(THIRD_PARTY)
+    as_role(s, "authenticated", "x" * 256)
+    with pytest.raises(DatabaseError, match="JWT subject is over 255 characters"):
+        s.scalar(f"select {USER}.enqueue('export', '{{}}')")
+    admin(s)
+
+
+def _deploy_types(db_url: str, **types: TypeConfig) -> None:
+    api = UserApiConfig(schema=USER, types=tuple(types), limit=RateLimitConfig(rate=1.0, burst=100))
+    deploy(Database(db_url), Settings(db_url=db_url, types=types, user_api=api), DeployOptions(schedules=False),
+           echo=lambda _m: None)
+
+
+def _keyed(template: str, **limits: Any) -> TypeConfig:
+    return TypeConfig(fair=True, concurrency_key=KeyTemplate.parse(template, "test"), **limits)
+
+
+def test_a_user_cannot_take_a_tenants_slot(db_url: str) -> None:
+    """Issue 21 Found 6: the key of a user's job is never rendered from the payload the user wrote,
+    even where the type's template names a payload field (jobkit.toml refuses that for a [user_api]
+    type; this is the database's own guard): the tenant's only slot stays the tenant's."""
+    _deploy_types(db_url, report=_keyed("tenant:{payload.tenant_id}", max_running_per_key=1))
+    with Database(db_url).session() as s:
+        life = Lifecycle(s)
+        from jobkit.jobs import NewJob
+
+        tenant_job = life.enqueue(NewJob("report", {"tenant_id": "acme"}))
+        users_job = enqueue(s, ALICE, "report", {"tenant_id": "acme"})
+        keys = {r["id"]: r["concurrency_key"] for r in s.all("select id, concurrency_key from jobkit.jobs")}
+        assert keys == {tenant_job: "tenant:acme", users_job: "tenant:"}
+        claimed = {j.id for j in life.claim("report", 10, "w", timedelta(minutes=1))}
+        assert claimed == {tenant_job, users_job}  # two keys, one slot each
+
+
+def test_the_owner_keys_a_users_jobs(db_url: str) -> None:
+    """Issue 21 Found 6: with `concurrency_key = "user:{owner}"` each user has their own slots."""
+    _deploy_types(db_url, report=_keyed("user:{owner}", max_running_per_key=1))
+    with Database(db_url).session() as s:
+        jobs = [enqueue(s, ALICE, "report", {"tenant_id": "acme"}), enqueue(s, ALICE, "report"),
+                enqueue(s, THIRD_PARTY[1], "report")]
+        keys = {r["id"]: r["concurrency_key"] for r in s.all("select id, concurrency_key from jobkit.jobs")}
+        assert [keys[j] for j in jobs] == [f"user:{ALICE}", f"user:{ALICE}", f"user:{THIRD_PARTY[1]}"]
+        claimed = {j.id for j in Lifecycle(s).claim("report", 10, "w", timedelta(minutes=1))}
+        assert len(claimed) == 2 and jobs[2] in claimed  # one of Alice's, and the other user's
+
+
+def test_a_key_that_is_too_long_gets_413(db_url: str) -> None:
+    """Issue 21 Found 6: a key over 1000 characters is refused with PT413 (HTTP 413), not a raw
+    check-constraint error, and nothing is written."""
+    _deploy_types(db_url, report=_keyed("k" * 990 + ":{owner}"))
+    with Database(db_url).session() as s:
+        enqueue(s, "short", "report")  # 990 + 1 + 5 characters: fits
+        with pytest.raises(DatabaseError, match="concurrency key is over 1000 characters") as refused:
+            enqueue(s, ALICE, "report")
+        assert getattr(refused.value.__cause__, "sqlstate", None) == "PT413"
+        assert "shorten [types.report] concurrency_key" in (refused.value.hint or "")
+        assert s.scalar("select count(*) from jobkit.jobs") == 1
+
+
+# Supabase's linter (splinter) lints 0028 anon_security_definer_function_executable and 0029
+# authenticated_security_definer_function_executable, restated: SECURITY DEFINER functions in the
+# Data API's exposed schemas (pgrst.db_schemas) that the role may execute, outside Supabase's own
+# schemas. With exposed = every schema, it is the lints' older form, which looked at all schemas.
+DEFINER_LINT = """
+select p.pronamespace::regnamespace::text || '.' || p.proname
+       || '(' || pg_get_function_identity_arguments(p.oid) || ')' as function
+from pg_proc p
+where p.prosecdef and has_function_privilege(%(role)s, p.oid, 'EXECUTE')
+  and p.pronamespace::regnamespace::text = any(%(exposed)s)
+  and p.pronamespace::regnamespace::text not in ('auth', 'cron', 'extensions', 'graphql', 'graphql_public',
+      'information_schema', 'net', 'pgmq', 'pgsodium', 'pg_catalog', 'realtime', 'storage',
+      'supabase_functions', 'supabase_migrations', 'vault')
+order by 1
+"""
+
+
+def test_security_advisor_warnings_are_the_two_intended(db_url: str) -> None:
+    """Issue 21 Found 12: with jobkit_user exposed, the linter's SECURITY DEFINER lints find the
+    user API's enqueue and cancel for authenticated (they write jobkit's closed tables on the
+    caller's behalf, within the checks they make) and nothing else; nothing for anon. The same holds
+    over every schema, jobkit's own and [api]'s included."""
+    with Database(db_url).session() as s:
+        s.execute("create publication supabase_realtime")
+    settings = Settings(db_url=db_url, user_api=API, api_schema="jobkit_api")
+    deploy(Database(db_url), settings, DeployOptions(schedules=False), echo=lambda _m: None)
+    with Database(db_url).session() as s:
+        everything = [r["nspname"] for r in s.all("select nspname from pg_namespace")]
+        for exposed in (["public", "graphql_public", USER, "jobkit_api"], everything):
+            found = {role: [r["function"] for r in s.all(DEFINER_LINT, {"role": role, "exposed": exposed})]
+                     for role in ("anon", "authenticated")}
+            assert found == {"anon": [], "authenticated": [f"{USER}.cancel(p_id uuid)",
+                                                           f"{USER}.enqueue(p_type text, p_payload jsonb)"]}
+        # The lint can fail: a definer function granted to authenticated by hand is found.
+        s.execute(f"grant execute on function {USER}.sync_job() to authenticated")
+        found_now = [r["function"] for r in s.all(DEFINER_LINT, {"role": "authenticated", "exposed": [USER]})]
+        assert f"{USER}.sync_job()" in found_now

@@ -114,3 +114,33 @@ def test_handler_timeouts_and_leases_past_a_week_are_refused() -> None:
     for options in ({"timeout": timedelta(days=31)}, {"lease": timedelta(days=8)}):
         with pytest.raises(ConfigError, match="at most 7 days"):
             jobs.handler("long", **options)(lambda payload, ctx: None)  # type: ignore[arg-type]
+
+
+def test_owner_in_a_key_template() -> None:
+    """Issue 21 Found 6: a template can name the job's owner; it is stored as {"ref": "owner"}."""
+    settings = parse_settings({"types": {"export": {"concurrency_key": "user:{ owner }/{{x}}",
+                                                    "max_running_per_key": 1}},
+                               "user_api": {"schema": "jobkit_user", "types": ["export"]}})
+    template = settings.types["export"].concurrency_key
+    assert template is not None and not template.names_payload
+    assert template.as_json() == ["user:", {"ref": "owner"}, "/{x}"]
+    assert template.render({"owner": "payload's"}, "auth0|42") == "user:auth0|42/{x}"
+    assert template.render({}) == "user:/{x}"  # a job without an owner
+
+
+@pytest.mark.parametrize("template", ["tenant:{payload.tenant_id}", "{owner}:{payload.x}"])
+def test_a_user_api_type_cannot_key_by_the_payload(template: str) -> None:
+    """Issue 21 Found 6: end users write the payload, so a [user_api] type's key may not name it."""
+    doc = {"types": {"export": {"concurrency_key": template}},
+           "user_api": {"schema": "jobkit_user", "types": ["export"]}}
+    with pytest.raises(ConfigError, match=r"\[types.export\] concurrency_key .* names payload fields") as refused:
+        parse_settings(doc)
+    assert "{owner}" in refused.value.hint
+    del doc["user_api"]
+    assert parse_settings(doc).types["export"].concurrency_key is not None  # fine for backend-only types
+
+
+def test_a_key_template_longer_than_a_key_is_refused() -> None:
+    with pytest.raises(ConfigError, match="over 1000 characters of text"):
+        parse_settings({"types": {"export": {"concurrency_key": "k" * 1001 + "{owner}"}}})
+    assert parse_settings({"types": {"export": {"concurrency_key": "k" * 1000}}}).types["export"].fair

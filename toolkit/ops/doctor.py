@@ -183,10 +183,11 @@ def _secrets(session: Session, settings: Settings, _db: Database) -> list[Check]
     row = session.one(queries(settings.schema)["doctor_vault"], {}) or {}
     store = "Vault" if row.get("installed") else "jobkit.secrets (no Vault)"
     missing = [
-        name for name, ok in (("worker URL", row.get("url_set")), ("token", row.get("token_set"))) if not ok
+        name for name, ok in (("worker URL", row.get("url_set")), ("signing secret", row.get("secret_set")))
+        if not ok
     ]
     if not missing:
-        return [Check("secrets", PASS, f"worker URL and token set in {store}")]
+        return [Check("secrets", PASS, f"worker URL and signing secret set in {store}")]
     level = FAIL if row.get("transport") == "pg_net" else WARN
     return [
         Check(

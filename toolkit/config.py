@@ -214,7 +214,27 @@ def load_settings(
         overrides["db_url"] = url
     if schema:
         overrides["schema"] = v.schema(schema)
-    return replace(settings, **overrides)
+    return check_names(replace(settings, **overrides))
+
+
+def check_names(settings: Settings) -> Settings:
+    """Refuse settings whose derived names (channels, pg_cron job names: names.py) would not fit
+    PostgreSQL's 63 bytes, measured in the database the URL names (when it names one)."""
+    schedules = [name for name, spec in settings.maintenance.items() if spec is not None]
+    v.derived_names(settings.schema, [*schedules, *settings.schedules], _dbname(settings.db_url))
+    return settings
+
+
+def _dbname(url: str | None) -> str | None:
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
+    if not url:
+        return None
+    try:
+        return str(conninfo_to_dict(url).get("dbname") or "") or None
+    except ProgrammingError:  # a malformed URL is reported where it is used
+        return None
 
 
 def worker_secret_from_env(env: Mapping[str, str] | None = None) -> str | None:
@@ -258,7 +278,7 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Se
     if api_schema == schema:
         raise ConfigError(f"[api] schema {api_schema!r} is jobkit's own schema",
                           hint="the Data API wrappers need a schema of their own, e.g. jobkit_api")
-    return Settings(
+    return check_names(Settings(
         schema=schema,
         db_url=v.opt_str(data.get("db_url"), "db_url"),
         defaults=defaults,
@@ -278,7 +298,7 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Se
         user_api=_user_api(data.get("user_api"), schema, api_schema),
         payload_index=_dashboard(data.get("dashboard", {})),
         source=source,
-    )
+    ))
 
 
 def _config_path(path: str | Path | None, environ: Mapping[str, str]) -> Path | None:

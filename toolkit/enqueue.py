@@ -27,7 +27,7 @@ from .durations import parse_duration
 from .exceptions import ConfigError
 from .jobs import JobResult, NewJob, TraceContext
 from .lifecycle import Lifecycle, Statements
-from .validate import integer, type_name
+from .validate import integer, stored_time, type_name
 
 MAX_KEY = 1000  # characters: a btree entry must stay well under its ~2.7 kB limit
 
@@ -194,6 +194,8 @@ def check_job(job: NewJob) -> NewJob:
         job = job._replace(payload=dump(mode="json"))
     if job.priority is not None:
         integer(job.priority, "priority", -(2**31), 2**31 - 1)
+    if job.run_at is not None:
+        stored_time(job.run_at, "run_at")
     if job.max_attempts is not None:
         integer(job.max_attempts, "max_attempts", 1, 1_000_000)
     if job.idempotency_key is not None and not 1 <= len(job.idempotency_key) <= MAX_KEY:

@@ -206,7 +206,7 @@ def load_settings(
     environ = os.environ if env is None else env
     file = _config_path(path, environ)
     data = _read_toml(file) if file else {}
-    settings = parse_settings(data, source=file)
+    settings = parse_settings(data, source=file, names=False)  # measured below, in the database used
     url = db_url or next((environ[v] for v in URL_ENV_VARS if environ.get(v)), None)
     home = Path(environ.get("JOBKIT_HOME") or settings.home)
     overrides: dict[str, Any] = {"home": home}
@@ -264,8 +264,9 @@ def supabase_api_from_env(env: Mapping[str, str] | None = None) -> tuple[str, st
     return (url, key) if url and key else None
 
 
-def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Settings:
-    """Validate a parsed jobkit.toml document."""
+def parse_settings(data: Mapping[str, Any], *, source: Path | None = None, names: bool = True) -> Settings:
+    """Validate a parsed jobkit.toml document (with ``names``, also the names derived from it:
+    :func:`check_names`)."""
     v.only(data, {"schema", "db_url", "defaults", "types", "retention", "wake", "maintenance",
                  "schedules", "ratelimits", "api", "user_api", "dashboard"}, "jobkit.toml")
     defaults = _type_config(data.get("defaults", {}), TypeConfig(), "[defaults]")
@@ -278,7 +279,7 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Se
     if api_schema == schema:
         raise ConfigError(f"[api] schema {api_schema!r} is jobkit's own schema",
                           hint="the Data API wrappers need a schema of their own, e.g. jobkit_api")
-    return check_names(Settings(
+    settings = Settings(
         schema=schema,
         db_url=v.opt_str(data.get("db_url"), "db_url"),
         defaults=defaults,
@@ -298,7 +299,8 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Se
         user_api=_user_api(data.get("user_api"), schema, api_schema),
         payload_index=_dashboard(data.get("dashboard", {})),
         source=source,
-    ))
+    )
+    return check_names(settings) if names else settings
 
 
 def _config_path(path: str | Path | None, environ: Mapping[str, str]) -> Path | None:

@@ -33,8 +33,9 @@ from .common import State, db_url_option, pass_state
 def enqueue(state: State, job_type: str, payload: str, priority: int, delay: str | None,
             idempotency_key: str | None, max_attempts: int | None, concurrency_key: str | None,
             debounce: str | None, throttle: str | None, new_type: bool, db_url: str | None) -> None:
-    """Enqueue one job and print its id. TYPE must be known (declared in jobkit.toml, served by a
-    worker, or the type of existing jobs); --new-type introduces a new one.
+    """Enqueue one job and print its id (TYPE must be known; --new-type introduces a new one).
+
+    A type is known when jobkit.toml declares it, a worker has served it, or jobs of it exist.
 
     \b
     Examples:

@@ -148,6 +148,11 @@ returns boolean language sql volatile set search_path = '' as $$
     select true
 $$;
 
+create or replace function {{ api }}.record_types(p_types text[])
+returns void language sql volatile set search_path = '' as $$
+    select {{ s }}.record_types(p_types)
+$$;
+
 revoke all on all functions in schema {{ api }} from public;
 do $grants$
 declare

@@ -58,6 +58,8 @@ create table {{ s }}.jobs (
     constraint jobs_type_not_empty check (type <> ''),
     constraint jobs_lease_when_processing check (status <> 'processing' or lease_expires_at is not null),
     constraint jobs_scheduled_for_finite check (pg_catalog.isfinite(scheduled_for)),  -- 0002: no infinity
+    -- 0012: Python's datetime (jobs show, the dashboard) ends with the year 9999, in every time zone
+    constraint jobs_scheduled_for_year_9999 check (scheduled_for < '9999-12-31 00:00:00+00'::timestamptz),
     constraint jobs_trace_context_object
         check (trace_context is null or pg_catalog.jsonb_typeof(trace_context) = 'object'),  -- 0004
     constraint jobs_concurrency_key_length check (pg_catalog.length(concurrency_key) <= 1000),
@@ -262,6 +264,13 @@ create table {{ s }}.enqueue_windows (
     primary key (type, kind, key)
 );
 
+-- 0012: the types workers serve, recorded when they start (record_types), and those `jobkit enqueue
+-- --new-type` introduced: with jobkit.toml's and those of existing jobs, the types the CLI knows.
+create table {{ s }}.known_types (
+    type    text primary key check (pg_catalog.char_length(type) between 1 and 100),
+    seen_at timestamptz not null default now()  -- the last start of a worker serving it
+);
+
 -- ================================================================================================
 -- 2. The public API: per-type policy
 -- ================================================================================================
@@ -279,6 +288,15 @@ begin
     limit 1;
     return v_row;
 end
+$$;
+
+-- 0012: a worker records the types it serves when it starts (one statement per start).
+create function {{ s }}.record_types(p_types text[]) returns void
+language sql volatile set search_path = '' as $$
+    insert into {{ s }}.known_types as k (type)
+    select distinct t.type from pg_catalog.unnest(p_types) as t(type) where t.type is not null
+    order by 1
+    on conflict (type) do update set seen_at = pg_catalog.now()
 $$;
 
 -- The attempt limit of a job (see the header): its own, its last handler's, its type's (p_type_max).
@@ -1730,6 +1748,7 @@ alter table {{ s }}.audit_log enable row level security;
 alter table {{ s }}.key_cursors enable row level security;
 alter table {{ s }}.pauses enable row level security;
 alter table {{ s }}.enqueue_windows enable row level security;
+alter table {{ s }}.known_types enable row level security;
 revoke all on all tables in schema {{ s }} from public;
 revoke all on all sequences in schema {{ s }} from public;
 revoke all on all functions in schema {{ s }} from public;

@@ -225,7 +225,7 @@ def load_settings(
     environ = os.environ if env is None else env
     file = _config_path(path, environ)
     data = _read_toml(file) if file else {}
-    settings = parse_settings(data, source=file)
+    settings = parse_settings(data, source=file, names=False)  # measured below, in the database used
     url = db_url or next((environ[v] for v in URL_ENV_VARS if environ.get(v)), None)
     home = Path(environ.get("JOBKIT_HOME") or settings.home)
     overrides: dict[str, Any] = {"home": home}
@@ -233,7 +233,27 @@ def load_settings(
         overrides["db_url"] = url
     if schema:
         overrides["schema"] = v.schema(schema)
-    return replace(settings, **overrides)
+    return check_names(replace(settings, **overrides))
+
+
+def check_names(settings: Settings) -> Settings:
+    """Refuse settings whose derived names (channels, pg_cron job names: names.py) would not fit
+    PostgreSQL's 63 bytes, measured in the database the URL names (when it names one)."""
+    schedules = [name for name, spec in settings.maintenance.items() if spec is not None]
+    v.derived_names(settings.schema, [*schedules, *settings.schedules], _dbname(settings.db_url))
+    return settings
+
+
+def _dbname(url: str | None) -> str | None:
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
+    if not url:
+        return None
+    try:
+        return str(conninfo_to_dict(url).get("dbname") or "") or None
+    except ProgrammingError:  # a malformed URL is reported where it is used
+        return None
 
 
 def worker_secret_from_env(env: Mapping[str, str] | None = None) -> str | None:
@@ -263,8 +283,9 @@ def supabase_api_from_env(env: Mapping[str, str] | None = None) -> tuple[str, st
     return (url, key) if url and key else None
 
 
-def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Settings:
-    """Validate a parsed jobkit.toml document."""
+def parse_settings(data: Mapping[str, Any], *, source: Path | None = None, names: bool = True) -> Settings:
+    """Validate a parsed jobkit.toml document (with ``names``, also the names derived from it:
+    :func:`check_names`)."""
     v.only(data, {"schema", "db_url", "defaults", "types", "retention", "wake", "maintenance",
                  "schedules", "ratelimits", "api", "user_api", "dashboard"}, "jobkit.toml")
     defaults = _type_config(data.get("defaults", {}), TypeConfig(), "[defaults]")
@@ -277,7 +298,7 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Se
     if api_schema == schema:
         raise ConfigError(f"[api] schema {api_schema!r} is jobkit's own schema",
                           hint="the Data API wrappers need a schema of their own, e.g. jobkit_api")
-    return Settings(
+    settings = Settings(
         schema=schema,
         db_url=v.opt_str(data.get("db_url"), "db_url"),
         defaults=defaults,
@@ -298,6 +319,7 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None) -> Se
         payload_index=_dashboard(data.get("dashboard", {})),
         source=source,
     )
+    return check_names(settings) if names else settings
 
 
 def _config_path(path: str | Path | None, environ: Mapping[str, str]) -> Path | None:

@@ -10,6 +10,10 @@ from .exceptions import ConfigError
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 MAX_SECONDS = 36500 * 86400.0  # 100 years: far past any setting, well inside timedelta and interval
+#: Times jobkit stores end before this (the jobs_scheduled_for_year_9999 constraint, migration 0012):
+#: Python's datetime ends with the year 9999, and a time just before the end of that year would,
+#: read in a time zone east of UTC, already be in the year 10000.
+MAX_TIME = datetime(9999, 12, 31, tzinfo=UTC)
 
 
 def parse_duration(text: str, *, what: str = "duration") -> timedelta:

@@ -27,7 +27,7 @@ from .durations import parse_duration
 from .exceptions import ConfigError
 from .jobs import JobResult, NewJob, TraceContext
 from .lifecycle import Lifecycle, Statements
-from .validate import integer, type_name
+from .validate import integer, stored_time, type_name
 
 MAX_KEY = 1000  # characters: a btree entry must stay well under its ~2.7 kB limit
 
@@ -64,10 +64,9 @@ def enqueue(target: Any, job_type: str, payload: Any, *, priority: int = 0,
     per window is created, later calls in the window return its id. With ``wait=True``: waits up
     to ``timeout`` seconds for it to finish and returns its JobResult (see :func:`jobkit.wait`,
     which raises JobFailed or WaitTimeout)."""
-    job = check_job(NewJob(job_type, payload, priority=priority, run_at=run_at, max_attempts=max_attempts,
-                           idempotency_key=idempotency_key, delay=_delta(delay),
-                           concurrency_key=concurrency_key, debounce=_window(debounce, "debounce"),
-                           throttle=_window(throttle, "throttle")))
+    job = new_job(job_type, payload, priority=priority, run_at=run_at, delay=delay, max_attempts=max_attempts,
+                  idempotency_key=idempotency_key, concurrency_key=concurrency_key, debounce=debounce,
+                  throttle=throttle)
     if wait:
         _refuse_waiting_in_transaction(target)
     with tracing.enqueueing([job_type]) as traced:
@@ -82,6 +81,18 @@ def enqueue(target: Any, job_type: str, payload: Any, *, priority: int = 0,
 
         return wait_for(target, job_id, timeout=timeout, schema=schema, api_schema=api_schema)
     return job_id
+
+
+def new_job(job_type: str, payload: Any, *, priority: int = 0, run_at: datetime | None = None,
+            delay: timedelta | float | None = None, max_attempts: int | None = None,
+            idempotency_key: str | None = None, concurrency_key: str | None = None,
+            debounce: timedelta | str | float | None = None,
+            throttle: timedelta | str | float | None = None) -> NewJob:
+    """The job :func:`enqueue` would send, checked (ConfigError naming the field otherwise)."""
+    return check_job(NewJob(job_type, payload, priority=priority, run_at=run_at, max_attempts=max_attempts,
+                            idempotency_key=idempotency_key, delay=_delta(delay),
+                            concurrency_key=concurrency_key, debounce=_window(debounce, "debounce"),
+                            throttle=_window(throttle, "throttle")))
 
 
 def enqueue_many(target: Any, jobs: Sequence[NewJob], *, schema: str = "jobkit",
@@ -194,6 +205,8 @@ def check_job(job: NewJob) -> NewJob:
         job = job._replace(payload=dump(mode="json"))
     if job.priority is not None:
         integer(job.priority, "priority", -(2**31), 2**31 - 1)
+    if job.run_at is not None:
+        stored_time(job.run_at, "run_at")
     if job.max_attempts is not None:
         integer(job.max_attempts, "max_attempts", 1, 1_000_000)
     if job.idempotency_key is not None and not 1 <= len(job.idempotency_key) <= MAX_KEY:

@@ -136,6 +136,9 @@ class Statements:
     def ping(self) -> Statement[None]:
         return Statement(self.q["ping"], {}, _nothing)
 
+    def record_types(self, types: Sequence[str]) -> Statement[None]:
+        return Statement(self.q["record_types"], {"types": list(types)}, _nothing)
+
 
 class Lifecycle:
     """The lifecycle on one Session: each step one statement (its effects are part of the session's

@@ -33,6 +33,7 @@ from .connector.aio import AsyncSession
 from .exceptions import ConfigError, JobFailed, NotFound, WaitTimeout
 from .jobs import JobResult, Progress, Status
 from .lifecycle import Statements
+from .names import done_channel
 
 FIRST_POLL = 0.05  # seconds before the first re-read; doubled after each one up to the cap
 LISTENING_POLL = 5.0  # the re-read cap while a notification can arrive (lost ones only cost this)
@@ -60,7 +61,7 @@ def wait(target: Any, job_id: UUID | str, *, timeout: float = 30.0, poll: float 
         statement = Statements(schema).state(job)
         notes: Callable[[float], list[tuple[str, str]]] | None = None
         if _owned(target) and listen is not False:
-            session.listen(f"{schema}_done")
+            session.listen(done_channel(schema))
             notes = session.notifies
         elif listen:
             raise ConfigError("listen=True needs a database URL: wait LISTENs on a connection of its own",
@@ -94,7 +95,7 @@ async def wait_async(target: Any, job_id: UUID | str, *, timeout: float = 30.0, 
     async with AsyncSession.connect(target) as session:
         notes = None
         if listen is not False:
-            await session.listen(f"{schema}_done")
+            await session.listen(done_channel(schema))
             notes = session.notifies
         return await watch.aio(lambda: session.run(statement), notes)
 

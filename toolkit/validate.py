@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from datetime import timedelta
+from collections.abc import Collection, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .durations import format_duration, parse_duration
+from .durations import MAX_TIME, format_duration, format_time, parse_duration
 from .exceptions import ConfigError
+from .names import MAX_NAME_BYTES, longest_derived
 
-#: 58 characters at most: jobkit derives ``<schema>_wake`` (its NOTIFY channel), and PostgreSQL's
-#: identifiers and channel names end at 63 bytes.
-SCHEMA_MAX = 58
 SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]*")
 TYPE_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,100}")
 RESERVED_SCHEMAS = {"public", "information_schema", "cron", "net", "vault", "extensions", "auth"}
@@ -41,17 +39,46 @@ def schema(value: Any) -> str:
             f"schema {value!r} is not a valid schema name",
             hint="use lower-case letters, digits and underscores, starting with a letter (e.g. jobkit)",
         )
-    if len(value) > SCHEMA_MAX:
-        raise ConfigError(
-            f"schema {value!r} is {len(value)} characters long; jobkit allows {SCHEMA_MAX}",
-            hint=f"jobkit derives the channel {value}_wake, and PostgreSQL names end at 63 bytes: "
-            "use a shorter schema",
-        )
+    if len(value) > MAX_NAME_BYTES:
+        raise ConfigError(f"schema {value!r} is {len(value)} characters long; PostgreSQL names end at "
+                          f"{MAX_NAME_BYTES}", hint="use a shorter schema")
     if value in RESERVED_SCHEMAS:
         raise ConfigError(
             f"schema {value!r} is reserved or exposed through the Data API",
             hint="use a schema of jobkit's own, e.g. jobkit",
         )
+    return value
+
+
+def derived_names(schema: str, schedules: Collection[str], database: str | None) -> None:
+    """Refuse a schema whose longest derived name (names.py: NOTIFY channels, pg_cron job names of
+    ``schedules`` in ``database``) goes over PostgreSQL's 63 bytes, naming it and the longest
+    schema that fits."""
+    what, name = longest_derived(schema, schedules, database)
+    size = len(name.encode())
+    if size <= MAX_NAME_BYTES:
+        return
+    room = MAX_NAME_BYTES - (size - len(schema))
+    cron = what.startswith("pg_cron")
+    where = "" if not cron else f" in database {database}" if database else (
+        " (? is the database name: 1 byte at the least)")
+    raise ConfigError(
+        f"schema {schema!r} is too long: jobkit derives the {what} {name!r}{where} from it, {size} bytes; "
+        f"PostgreSQL names end at {MAX_NAME_BYTES}",
+        hint=(f"use a shorter schema setting (at most {room} characters here)" if room > 0
+              else "use a shorter schema setting")
+        + (", or shorter schedule names" if cron else ""))
+
+
+def stored_time(value: Any, what: str) -> datetime:
+    """A time jobkit can store and show again: before MAX_TIME (a naive time is read as UTC)."""
+    if not isinstance(value, datetime):
+        raise ConfigError(f"{what} must be a datetime, got {type(value).__name__}",
+                          hint="pass a timezone-aware datetime, e.g. datetime.now(UTC) + timedelta(hours=1)")
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if not aware < MAX_TIME:
+        raise ConfigError(f"{what} {value.isoformat()} is too far ahead: jobkit's times end before "
+                          f"{format_time(MAX_TIME)}", hint=f"give a {what} before the year 9999 ends")
     return value
 
 

@@ -55,16 +55,30 @@ from {{ s }}.wakeups where created_at > pg_catalog.now() - interval '1 hour'
 group by 1, 2 order by 1, 2
 
 -- name: jobs_list
-select id, type, status, priority, attempts, max_attempts, scheduled_for, created_at, completed_at,
-       worker_id, concurrency_key as key,
+-- attempt_limit: the limit of the job's round (README "One rule for max_attempts"; the handler's
+-- own once one claimed it), round_attempts: the attempts of that round.
+select j.id, j.type, j.status, j.priority, j.attempts, j.max_attempts, j.scheduled_for, j.created_at,
+       j.completed_at, j.worker_id, j.concurrency_key as key, j.round_start,
+       j.attempts - j.round_start as round_attempts,
+       {{ s }}.attempt_limit(j.max_attempts, j.handler_max_attempts, coalesce(t.max_attempts, d.max_attempts))
+           as attempt_limit,
        -- the error's last line: a traceback's first line says nothing, its last names the exception
-       pg_catalog.left(pg_catalog.substring(pg_catalog.rtrim(coalesce(last_error, ''), E' \n'), E'[^\n]*$'),
+       pg_catalog.left(pg_catalog.substring(pg_catalog.rtrim(coalesce(j.last_error, ''), E' \n'), E'[^\n]*$'),
                        120) as error
-from {{ s }}.jobs
-where (%(type)s::pg_catalog.text is null or type = %(type)s)
-  and (%(status)s::pg_catalog.text is null or status = %(status)s)
-  and (%(key)s::pg_catalog.text is null or concurrency_key = %(key)s)
-order by created_at desc limit %(limit)s
+from {{ s }}.jobs j
+left join {{ s }}.job_types t on t.type = j.type
+left join {{ s }}.job_types d on d.type = '*'
+where (%(type)s::pg_catalog.text is null or j.type = %(type)s)
+  and (%(status)s::pg_catalog.text is null or j.status = %(status)s)
+  and (%(key)s::pg_catalog.text is null or j.concurrency_key = %(key)s)
+order by j.created_at desc limit %(limit)s
+
+-- name: job_attempt_limit
+select {{ s }}.attempt_limit(j.max_attempts, j.handler_max_attempts, coalesce(t.max_attempts, d.max_attempts))
+from {{ s }}.jobs j
+left join {{ s }}.job_types t on t.type = j.type
+left join {{ s }}.job_types d on d.type = '*'
+where j.id = %(id)s
 
 -- name: jobs_ids
 select id from {{ s }}.jobs
@@ -252,3 +266,18 @@ select {{ s }}.resume_type(%(type)s, %(key)s) as changed
 
 -- name: pauses_all
 select type, key, paused_at from {{ s }}.pauses order by type, key nulls first
+
+-- name: type_known
+-- Is this job type known beyond jobkit.toml (ops/types.py): synced to job_types by deploy, served by
+-- a worker (known_types), paused, or the type of a job. Stops at the first that has it.
+select exists (select 1 from {{ s }}.job_types t where t.type = %(type)s::pg_catalog.text)
+    or exists (select 1 from {{ s }}.known_types k where k.type = %(type)s::pg_catalog.text)
+    or exists (select 1 from {{ s }}.pauses p where p.type = %(type)s::pg_catalog.text)
+    or exists (select 1 from {{ s }}.jobs j where j.type = %(type)s::pg_catalog.text) as known
+
+-- name: known_types
+-- Every job type the database knows (the "did you mean" of an unknown one: ops/types.py).
+select t.type from {{ s }}.job_types t where t.type <> '*'
+union select k.type from {{ s }}.known_types k
+union select p.type from {{ s }}.pauses p
+union select j.type from {{ s }}.jobs j

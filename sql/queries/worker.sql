@@ -34,6 +34,10 @@ select extract(epoch from {{ s }}.next_due(%(type)s) - pg_catalog.now())::pg_cat
 -- name: worker_keys
 select current_secret, previous_secret from {{ s }}.worker_keys()
 
+-- name: record_types
+-- A worker's handler types, recorded when it starts (the types the CLI knows: ops/types.py).
+select {{ s }}.record_types(%(types)s::pg_catalog.text[])
+
 -- name: ping
 select 1 as ok
 

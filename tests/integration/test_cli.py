@@ -123,8 +123,8 @@ def test_real_subprocess_deploy(fresh_db: str) -> None:
 def test_enqueue_cli(db_url: str, tmp_path: Path) -> None:
     payload = tmp_path / "p.json"
     payload.write_text('{"to": "a@example.com"}')
-    first = _run("enqueue", "send_email", "--payload", f"@{payload}", "--key", "k1", "--delay", "5m",
-                 "--priority", "3", "--db-url", db_url)
+    first = _run("enqueue", "send_email", "--new-type", "--payload", f"@{payload}", "--key", "k1", "--delay",
+                 "5m", "--priority", "3", "--db-url", db_url)
     assert first.exit_code == 0
     again = _run("enqueue", "send_email", "--payload", "{}", "--key", "k1", "--db-url", db_url)
     assert again.output == first.output  # the idempotency key returns the same job

@@ -121,6 +121,7 @@ def test_every_page_renders_with_security_headers(open_client: TestClient, seede
     job_id = seed_ids(seeded, "dead")[0]
     detail = open_client.get(f"/jobs/{job_id}", headers=HTML)
     assert detail.status_code == 200 and "ConnectionRefusedError" in detail.text
+    assert re.search(r"<dt>attempts</dt><dd>\d+/\d+</dd>", detail.text), detail.text[:2000]  # the effective limit
     with Database(seeded).session() as s:  # what ctx.progress stored (0006)
         s.execute("update jobkit.jobs set progress = %(p)s::jsonb where id = %(id)s",
                   {"id": job_id, "p": '{"fraction": 0.4, "done": 4, "total": 10, "message": "row <4>"}'})

@@ -105,8 +105,8 @@ def test_debounce_and_throttle_refuse_what_they_cannot_do(db_url: str, session: 
         jobkit.enqueue_many(session, [jobkit.NewJob("plain", {}, concurrency_key="k",
                                                     debounce=timedelta(seconds=5))])
     assert session.scalar("select count(*) from jobkit.jobs") == 0
-    out = CliRunner().invoke(cli, ["enqueue", "plain", "--concurrency-key", "k", "--throttle", "1m",
-                                   "--db-url", db_url])
+    out = CliRunner().invoke(cli, ["enqueue", "plain", "--new-type", "--concurrency-key", "k", "--throttle",
+                                   "1m", "--db-url", db_url])
     assert out.exit_code == 0, out.output
     again = CliRunner().invoke(cli, ["enqueue", "plain", "--concurrency-key", "k", "--throttle", "1m",
                                      "--db-url", db_url])

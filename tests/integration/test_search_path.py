@@ -471,6 +471,10 @@ def _cli_paths(config: Path, db_url: str, pinned: Session) -> None:
     _cli(config, "ratelimit", "list", *base)
     _cli(config, "ratelimit", "list", "--json", *base)
     _cli(config, "ratelimit", "remove", "extra", *base)
+    _cli(config, "enqueue", "brand_new", "--new-type", *base)  # record_types
+    _cli(config, "enqueue", "brand_new", *base)  # type_known
+    refused = CliRunner().invoke(cli, ["-c", str(config), "enqueue", "brand_nwe", *base])  # known_types
+    assert refused.exit_code == 1 and "did you mean brand_new?" in refused.output, refused.output
     _cli(config, "pause", "mail", *base)
     _cli(config, "pause", "mail", "--key", "k1", *base)
     _cli(config, "status", *base)

@@ -174,6 +174,12 @@ def test_worker_keys_next_due_and_ping(base_url: str, db_url: str) -> None:
     assert run(base_url, lambda b: b.ping()) is None
 
 
+def test_a_data_api_worker_records_the_types_it_serves(base_url: str, db_url: str) -> None:
+    run(base_url, lambda b: b.record_types(["resize", "thumbnail", "resize"]))
+    run(base_url, lambda b: b.record_types(["resize"]))  # a second start: the same rows
+    assert sql(db_url, "select type from jobkit.known_types order by 1") == [("resize",), ("thumbnail",)]
+
+
 def test_enqueue_with_a_sync_supabase_client(client: Client, db_url: str) -> None:
     one = enqueue(client, "email", {"to": "a@b.c"}, priority=2)
     run_at = datetime(2030, 1, 1, tzinfo=UTC)
@@ -245,7 +251,7 @@ def test_api_functions_are_for_service_role_only(base_url: str, db_url: str) -> 
     assert names == {f"{API}.{fn}" for fn in (
         "claim_jobs", "complete_jobs", "fail_jobs", "snooze_job", "extend_leases", "release_jobs",
         "take_tokens", "token_wait_seconds", "due_count", "due_types", "next_due_in", "worker_keys", "ping",
-        "enqueue", "enqueue_many", "get_job", "running_check", "job_state", "set_progress")}
+        "enqueue", "enqueue_many", "get_job", "running_check", "job_state", "set_progress", "record_types")}
     assert len(rows) == len(names)  # no stale overloads
     assert all(r[1:] == (False, False, True) for r in rows), rows
     assert sql(db_url, "select has_schema_privilege('anon', %s, 'usage'),"

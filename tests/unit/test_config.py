@@ -144,3 +144,54 @@ def test_a_key_template_longer_than_a_key_is_refused() -> None:
     with pytest.raises(ConfigError, match="over 1000 characters of text"):
         parse_settings({"types": {"export": {"concurrency_key": "k" * 1001 + "{owner}"}}})
     assert parse_settings({"types": {"export": {"concurrency_key": "k" * 1000}}}).types["export"].fair
+MAINTENANCE_OFF = {name: "off" for name in ("wake", "sweep-stuck", "sweep-dead", "prune", "prune-cron-history")}
+
+
+@pytest.mark.parametrize(("doc", "db_url", "longest", "room"), [
+    ({"schema": "s" * 40}, None, "jobkit:?." + "s" * 40 + ":prune-cron-history", 35),
+    ({"schema": "s" * 30}, "postgresql://u@h/postgres", "jobkit:postgres." + "s" * 30 + ":prune-cron-history", 28),
+    ({"schedules": {"n" * 40: {"cron": "0 3 * * *", "type": "t"}}, "schema": "s" * 20}, None,
+     "jobkit:?." + "s" * 20 + ":" + "n" * 40, 13),
+    ({"schema": "s" * 59, "maintenance": MAINTENANCE_OFF}, None, "s" * 59 + "_wake", 58),
+])
+def test_the_longest_derived_name_is_measured(doc: dict[str, object], db_url: str | None, longest: str,
+                                              room: int) -> None:
+    """Issue 21 (Found 18): validation measures the names names.py derives (the ones deploy, the
+    worker and jobkit.wait use), not a fixed schema length, and names the longest schema that fits."""
+    from jobkit.names import MAX_NAME_BYTES
+
+    with pytest.raises(ConfigError) as info:
+        parse_settings({**doc, **({"db_url": db_url} if db_url else {})})
+    assert f"{longest!r}" in info.value.message and f"{len(longest)} bytes" in info.value.message
+    assert f"at most {room} characters" in info.value.hint
+    fits = {**doc, "schema": "s" * room, **({"db_url": db_url} if db_url else {})}
+    assert parse_settings(fits).schema == "s" * room
+    assert len(longest) - len(str(doc["schema"])) + room == MAX_NAME_BYTES
+
+
+def test_cron_job_names_are_derived_in_one_place() -> None:
+    from jobkit.names import cron_prefix
+
+    assert cron_prefix("postgres", "postgres", "jobkit") == "jobkit:"
+    assert cron_prefix("app", "postgres", "jobkit") == "jobkit:app.jobkit:"
+    assert cron_prefix("postgres", "postgres", "jobs") == "jobkit:postgres.jobs:"
+
+
+def test_run_at_must_be_a_datetime() -> None:
+    from jobkit.enqueue import new_job
+
+    with pytest.raises(ConfigError, match="run_at must be a datetime"):
+        new_job("t", {}, run_at="2026-01-01")  # type: ignore[arg-type]
+
+
+def test_run_at_ends_before_the_last_day_of_9999() -> None:
+    from datetime import UTC, datetime, timezone
+
+    from jobkit.enqueue import new_job
+
+    assert new_job("t", {}, run_at=datetime(9999, 12, 30, 23, 59, tzinfo=UTC)).run_at is not None
+    west = timezone(timedelta(hours=-1))
+    for late in (datetime(9999, 12, 31, tzinfo=UTC), datetime(9999, 12, 30, 23, 30, tzinfo=west),
+                 datetime(9999, 12, 31), datetime.max):
+        with pytest.raises(ConfigError, match="too far ahead"):
+            new_job("t", {}, run_at=late)

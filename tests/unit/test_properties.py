@@ -17,7 +17,8 @@ from jobkit.config import load_settings, parse_settings
 from jobkit.cron.spec import every, next_run, validate
 from jobkit.durations import MAX_SECONDS, parse_duration
 from jobkit.exceptions import ConfigError
-from jobkit.validate import SCHEMA_MAX, schema, type_name
+from jobkit.names import MAX_NAME_BYTES
+from jobkit.validate import schema, type_name
 
 DURATION_TEXT = st.one_of(
     st.text(max_size=30),
@@ -50,7 +51,7 @@ def test_schema_names_are_whole_identifiers_or_refused(text: str) -> None:
     except ConfigError as exc:
         assert exc.message and "\n" not in exc.message.strip("'")
         return
-    assert "\n" not in name and len(name) <= SCHEMA_MAX and name == name.lower()
+    assert "\n" not in name and len(name) <= MAX_NAME_BYTES and name == name.lower()
     assert f"{name}_wake".isidentifier() or f"{name}_wake".replace("_", "a").isalnum()
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ..durations import parse_duration
 from ..enqueue import enqueue as enqueue_job
+from ..enqueue import new_job
 from ..exceptions import ConfigError
+from ..ops import types
 from .common import State, db_url_option, pass_state
 
 
@@ -23,26 +26,37 @@ from .common import State, db_url_option, pass_state
 @click.option("--concurrency-key", help="Its concurrency key (default: the type's concurrency_key template).")
 @click.option("--debounce", help="e.g. 30s: replace the key's pending job, run this long after the last one.")
 @click.option("--throttle", help="e.g. 1m: one job per key in this window; later ones print its id.")
+@click.option("--new-type", is_flag=True,
+              help="TYPE is new on purpose: enqueue it although no worker, jobkit.toml or job knows it yet.")
 @db_url_option
 @pass_state
 def enqueue(state: State, job_type: str, payload: str, priority: int, delay: str | None,
             idempotency_key: str | None, max_attempts: int | None, concurrency_key: str | None,
-            debounce: str | None, throttle: str | None, db_url: str | None) -> None:
-    """Enqueue one job and print its id.
+            debounce: str | None, throttle: str | None, new_type: bool, db_url: str | None) -> None:
+    """Enqueue one job and print its id (TYPE must be known; --new-type introduces a new one).
+
+    A type is known when jobkit.toml declares it, a worker has served it, or jobs of it exist.
 
     \b
     Examples:
       jobkit enqueue send_email --payload '{"to": "a@example.com"}' --key welcome-42
       jobkit enqueue report --payload @report.json --delay 10m
       jobkit enqueue reindex --payload '{"tenant": 42}' --concurrency-key tenant:42 --debounce 30s
+      jobkit enqueue resize_image --new-type --payload '{"id": 7}'
     """
     data = _payload(payload)
     wait = parse_duration(delay, what="--delay") if delay else None
+    options: dict[str, Any] = {
+        "priority": priority, "delay": wait, "max_attempts": max_attempts, "idempotency_key": idempotency_key,
+        "concurrency_key": concurrency_key, "debounce": debounce, "throttle": throttle}
+    new_job(job_type, data, **options)  # every value checked before the database is asked
     app = state.app(db_url)
-    job_id = enqueue_job(app.db, job_type, data, priority=priority, delay=wait,
-                         max_attempts=max_attempts, idempotency_key=idempotency_key,
-                         concurrency_key=concurrency_key, debounce=debounce, throttle=throttle,
-                         schema=app.settings.schema)
+    if not new_type:
+        types.require_known(app.db, app.settings, job_type,
+                            new_type_hint="to enqueue a new type on purpose, add --new-type")
+    job_id = enqueue_job(app.db, job_type, data, schema=app.settings.schema, **options)
+    if new_type:
+        types.introduce(app.db, app.settings, job_type)
     click.echo(str(job_id))
 
 

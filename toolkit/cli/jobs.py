@@ -58,7 +58,7 @@ def list_(
             r["type"],
             "-" if r["key"] is None else r["key"],
             r["status"],
-            f"{r['attempts']}/{r['max_attempts']}",
+            jobsadmin.tries(r["attempts"], r["round_start"], r["attempt_limit"]),
             str(r["priority"]),
             timestamp(r["scheduled_for"]),
             r["error"],
@@ -80,14 +80,14 @@ def show(state: State, job_id: str, as_json: bool, db_url: str | None) -> None:
     """
     app = state.app(db_url)
     job, attempts = jobsadmin.show(app.db, app.settings, jobsadmin.parse_id(job_id))
+    limit = jobsadmin.attempt_limit(app.db, app.settings, job.id)
     if as_json:
-        click.echo(json.dumps({"job": job.__dict__, "attempts": [a.__dict__ for a in attempts]}, indent=2,
-                              default=str))
+        click.echo(json.dumps({"job": job.__dict__, "attempt_limit": limit,
+                               "attempts": [a.__dict__ for a in attempts]}, indent=2, default=str))
         return
     out = console()
-    out.print(
-        f"{job.id}  {job.type}  {job.status.value}  attempt {job.attempts}/{job.max_attempts}", markup=False
-    )
+    out.print(f"{job.id}  {job.type}  {job.status.value}  "
+              f"attempt {jobsadmin.tries(job.attempts, job.round_start, limit)}", markup=False)
     out.print(f"payload: {json.dumps(job.payload)}", markup=False)
     out.print(f"result:  {json.dumps(job.result)}", markup=False)
     if job.progress:

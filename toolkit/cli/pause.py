@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import click
 
-from ..ops import pauses
+from ..ops import pauses, types
 from .common import State, db_url_option, pass_state
 
 key_option = click.option("--key", default=None, help="Only this concurrency key of the type.")
@@ -25,6 +28,9 @@ def pause(state: State, job_type: str, key: str | None, db_url: str | None) -> N
     """
     app = state.app(db_url)
     target = job_type if key is None else f"{job_type} key {key!r}"
+    types.require_known(app.db, app.settings, job_type,
+                        new_type_hint="to pause a type no worker has served yet, declare it in jobkit.toml "
+                        f"([types.{_toml_key(job_type)}])")
     changed = pauses.pause(app.db, app.settings, job_type, key)
     click.echo(f"paused {target}" if changed else f"{target} was paused already")
 
@@ -46,6 +52,10 @@ def resume(state: State, job_type: str, key: str | None, db_url: str | None) -> 
     target = job_type if key is None else f"{job_type} key {key!r}"
     changed = pauses.resume(app.db, app.settings, job_type, key)
     click.echo(f"resumed {target}" if changed else f"{target} was not paused")
+
+
+def _toml_key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
 
 
 COMMANDS = (pause, resume)

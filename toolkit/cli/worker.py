@@ -7,6 +7,7 @@ import logging
 import click
 
 from ..durations import parse_duration
+from ..names import wake_channel
 from ..worker.endpoint import EndpointOptions
 from ..worker.serve import WorkerOptions, choose_backend, load_registry, serve, transport_warning
 from .common import State, db_url_option, pass_state
@@ -73,7 +74,7 @@ def serve_command(state: State, registry_spec: str, host: str, port: int, concur
         concurrency=concurrency, batch_size=batch_size, prefetch=prefetch, mode=mode,
         grace=parse_duration(grace, what="--grace"), linger=lingering,
         give_up=parse_duration(give_up, what="--give-up"),
-        listen=f"{settings.schema}_wake" if listen_mode else None, secret=state.worker_secret(),
+        listen=wake_channel(settings.schema) if listen_mode else None, secret=state.worker_secret(),
         metrics_token=state.metrics_token())
     options = WorkerOptions(host=host, port=port, prepare=not no_prepare, endpoint=endpoint)
     backend = choose_backend(settings, options, data_api=data_api)

@@ -258,6 +258,7 @@ def sqlstate(exc: BaseException) -> str | None:
 #: jobkit's constraints a caller's value can break, and what to do instead.
 _CONSTRAINT_HINTS = {
     "jobs_scheduled_for_finite": "run_at must be a finite time: pass a real timestamp, not 'infinity'",
+    "jobs_scheduled_for_year_9999": "run_at must be before 9999-12-31T00:00:00Z (jobkit's times end in 9999)",
     "jobs_type_not_empty": "give the job a type",
 }
 

@@ -17,11 +17,11 @@ from typing import Any
 from ..config import Settings
 from ..connector import Database, Session
 from ..exceptions import ConfigError, PrerequisiteError
+from ..names import MAX_NAME_BYTES, cron_job_name, cron_prefix
 from ..queries import queries
 from .spec import Version, parse_version, validate
 
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
-_MAX_JOBNAME = 63  # pg_cron 1.4 stores jobname as `name`
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class CronJobs:
         self.check(want)
         with self._cron_session() as s:
             return int(s.scalar(self.q["cron_schedule_in_database"], {
-                "name": self.site.prefix + want.name, "schedule": want.schedule,
+                "name": cron_job_name(self.site.prefix, want.name), "schedule": want.schedule,
                 "command": want.command, "database": want.database}))
 
     def update(self, job: CronJob, want: Desired) -> None:
@@ -127,10 +127,11 @@ class CronJobs:
         """Raise ConfigError unless pg_cron here would take ``want`` as it is."""
         check_name(want.name)
         validate(want.schedule, self.site.version)
-        if len((self.site.prefix + want.name).encode()) > _MAX_JOBNAME:
-            room = _MAX_JOBNAME - len(self.site.prefix.encode())
+        name = cron_job_name(self.site.prefix, want.name)
+        if len(name.encode()) > MAX_NAME_BYTES:
+            room = MAX_NAME_BYTES - len(self.site.prefix.encode())
             raise ConfigError(
-                f"cron job name {self.site.prefix + want.name!r} is longer than pg_cron's 63 bytes",
+                f"cron job name {name!r} is longer than pg_cron's {MAX_NAME_BYTES} bytes",
                 hint=f"the name carries the prefix {self.site.prefix!r} (database and schema): use a "
                 "shorter schema setting"
                 + (f", or a schedule name of at most {room} characters" if room > 0 else ""),
@@ -151,9 +152,7 @@ class CronJobs:
                 hint=f"run `create extension pg_cron` in {cron_db} "
                 "(on Supabase: enable the Cron integration)",
             )
-        same = database == cron_db and self.settings.schema == "jobkit"
-        prefix = "jobkit:" if same else f"jobkit:{database}.{self.settings.schema}:"
-        return CronSite(database, cron_db, version, prefix)
+        return CronSite(database, cron_db, version, cron_prefix(database, cron_db, self.settings.schema))
 
     def _cron_session(self) -> Any:
         target = self.db if self.site.cron_database == self.site.jobkit_database else (

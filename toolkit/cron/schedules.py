@@ -147,8 +147,11 @@ BUILT_IN_DUTIES = {
 
 def remove(db: Database, settings: Settings, name: str, *, force: bool = False) -> str | None:
     """`jobkit schedule remove`. A built-in schedule only with ``force``; then returns the warning
-    (what stops working, and that the next deploy re-creates it)."""
+    (what stops working, and that the next deploy re-creates it). A schedule declared in
+    jobkit.toml (or made by deploy from it) is refused: the next deploy would re-create it, and
+    until then ``deploy --check`` reports drift."""
     jobs = CronJobs(db, settings)
+    _refuse_declared(db, settings, check_name(name))
     job = _existing(jobs, name)
     warning = None
     if name in BUILT_IN_DUTIES:
@@ -162,6 +165,18 @@ def remove(db: Database, settings: Settings, name: str, *, force: bool = False) 
     with db.session() as session:
         set_origin(session, settings, name, None)
     return warning
+
+
+def _refuse_declared(db: Database, settings: Settings, name: str) -> None:
+    if name in BUILT_IN_DUTIES:
+        return  # the built-in ones: see remove()
+    if name not in settings.schedules:
+        with db.session() as session:
+            if origins(session, settings).get(name) != "config":
+                return
+    raise InvalidState(f"schedule {name} is declared in jobkit.toml: `jobkit deploy` keeps it",
+                       hint=f"delete [schedules.{name}] from jobkit.toml and run `jobkit deploy` "
+                       f"(`jobkit schedule pause {name}` stops it for now)")
 
 
 def set_active(db: Database, settings: Settings, name: str, active: bool) -> CronJob:

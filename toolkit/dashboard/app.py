@@ -35,6 +35,7 @@ from ..cron.pg_cron import CronJobs
 from ..durations import format_time
 from ..exceptions import ConfigError, ConnectionFailed, JobkitError, NotFound
 from ..ops import pauses
+from ..ops.admin import tries
 from ..queries import queries
 from . import actions, data
 from .auth import COOKIE, SESSION_SECONDS, AuthConfig, Guard, Identity, Refused, is_loopback
@@ -228,10 +229,12 @@ class Dashboard:
         job_id = parse_ids([call.request.path_params["id"]])[0]
         with self.pool.session() as s:
             found = data.job_detail(s, self.schema, job_id)
-        if found is None:
+            limit = s.scalar(queries(self.schema)["job_attempt_limit"], {"id": job_id}) if found else None
+        if found is None or limit is None:
             raise NotFound(f"no job {job_id}", hint="it may have been pruned or deleted; see the jobs page")
         job, history = found
-        return self.render(call, "job.html", job=job, history=history, states=_allowed(job.status.value))
+        return self.render(call, "job.html", job=job, history=history, states=_allowed(job.status.value),
+                           tries=tries(job.attempts, job.round_start, int(limit)))
 
     def confirm(self, call: Call) -> Response:
         action = self._action(call)

@@ -46,6 +46,19 @@ def show(db: Database, settings: Settings, job_id: UUID) -> tuple[Job, list[Atte
         return _existing(manager, job_id), manager.history(job_id)
 
 
+def attempt_limit(db: Database, settings: Settings, job_id: UUID) -> int:
+    """The attempt limit of the job's round (README "One rule for max_attempts")."""
+    with db.session() as s:
+        return int(s.scalar(queries(settings.schema)["job_attempt_limit"], {"id": job_id}))
+
+
+def tries(attempts: int, round_start: int, limit: int) -> str:
+    """``1/3``: the attempts of the job's round out of its limit; after a retry_job (a fresh round)
+    also how many in all, ``1/3 (4 in all)``."""
+    text = f"{attempts - round_start}/{limit}"
+    return f"{text} ({attempts} in all)" if round_start else text
+
+
 def retry_one(db: Database, settings: Settings, job_id: UUID) -> None:
     _change(db, settings, job_id, Lifecycle.retry, "only failed, dead or cancelled jobs retry")
 

@@ -12,6 +12,7 @@ from typing import Any
 from ..config import Settings, TypeConfig
 from ..connector import Session, json_param
 from ..exceptions import ConfigError
+from ..names import wake_channel
 from ..queries import queries
 
 Diff = dict[str, Any]
@@ -108,7 +109,7 @@ def _runtime(settings: Settings, *, transport: str) -> dict[str, Any]:
         "max_fanout": wake.max_fanout,
         "batch_size": wake.batch_size,
         "budget_ms": int(wake.budget.total_seconds() * 1000),
-        "channel": f"{settings.schema}_wake",
+        "channel": wake_channel(settings.schema),
     }
 
 

@@ -111,6 +111,7 @@ class WorkerEndpoint:
         async with self._lock:
             if self.drainer is None:
                 await self.backend.open()
+                await self._record_types()
                 o = self.options
                 self.drainer = Drainer(self.registry, self.backend, concurrency=o.concurrency,
                                        batch_size=o.batch_size, prefetch=o.prefetch, observer=self.metrics)
@@ -124,6 +125,14 @@ class WorkerEndpoint:
                 else:
                     self._spawn(self._catch_up(self.dispatcher))
             return self.drainer
+
+    async def _record_types(self) -> None:
+        """Tell the database which types this worker serves (the CLI then knows them); a failure
+        is only logged: the worker runs without it."""
+        try:
+            await self.backend.record_types(self.registry.types)
+        except JobkitError as exc:
+            log.warning("could not record the job types this worker serves: %s", exc.message)
 
     async def _catch_up(self, dispatcher: Dispatcher) -> None:
         """Wake every type with due jobs once at start (nothing waits for cron); ``caught_up`` is

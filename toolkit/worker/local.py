@@ -17,6 +17,7 @@ from ..config import Settings
 from ..connector import Database
 from ..cron.secrets import set_secrets
 from ..handlers import Registry
+from ..names import wake_channel
 from ..schema.sync import resolve_transport
 from .backends.postgres import PostgresBackend
 from .endpoint import EndpointOptions, WorkerEndpoint
@@ -47,7 +48,7 @@ class LocalWorker:
     async def __aenter__(self) -> LocalWorker:
         with self.db.session() as session:
             self.transport = resolve_transport(session, self.settings)
-        listen = None if self.transport == "pg_net" else f"{self.settings.schema}_wake"
+        listen = None if self.transport == "pg_net" else wake_channel(self.settings.schema)
         options = EndpointOptions(concurrency=self.concurrency, grace=timedelta(seconds=5), listen=listen,
                                   linger=2.0 if listen is None else 0.0, budget=timedelta(seconds=30))
         self.endpoint = WorkerEndpoint(self.registry, PostgresBackend(self.db.url, self.settings.schema),

@@ -77,3 +77,7 @@ class Backend(Protocol):
     async def ping(self) -> None:
         """Raise ConnectionFailed unless the backend answers."""
         ...
+
+    async def record_types(self, types: Sequence[str]) -> None:
+        """Record the job types this worker serves (once, when it starts): the CLI knows them."""
+        ...

@@ -84,6 +84,7 @@ class MemoryBackend:
         self.clock = clock
         self.secret = secret
         self.rows: dict[UUID, _Row] = {}
+        self.known_types: set[str] = set()  # what workers recorded (record_types)
         self._buckets = {
             k: _Bucket(c.rate, c.burst, float(c.burst), clock()) for k, c in (ratelimits or {}).items()
         }
@@ -232,6 +233,9 @@ class MemoryBackend:
 
     async def ping(self) -> None:
         return None
+
+    async def record_types(self, types: Sequence[str]) -> None:
+        self.known_types.update(types)
 
     # ---- what the built-in schedules and operators do ------------------------------------------------
 

@@ -96,6 +96,9 @@ class PostgresBackend:
     async def ping(self) -> None:
         await self.pool.run(self.sql.ping())
 
+    async def record_types(self, types: Sequence[str]) -> None:
+        await self.pool.run(self.sql.record_types(types))
+
     def listen(self, channel: str) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         """A LISTEN session on ``channel`` (its own connection): the NOTIFY wake-ups."""
         return self.pool.listen(channel)

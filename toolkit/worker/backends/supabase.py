@@ -161,6 +161,9 @@ class SupabaseBackend:
     async def ping(self) -> None:
         await self._rpc("ping", {})
 
+    async def record_types(self, types: Sequence[str]) -> None:
+        await self._rpc("record_types", {"p_types": list(types)})
+
     async def _rpc(self, fn: str, params: dict[str, Any]) -> Any:
         """POST /rest/v1/rpc/<fn> in the API schema; the decoded JSON body."""
         if self._api is None:

@@ -36,6 +36,7 @@ from .backends import Backend
 from .metrics import Observer, Quiet
 from .outcomes import DrainSummary, encode_result
 from .recording import DrainState, Recorder, Running
+from .supervise import TaskState
 from .tending import Tending
 from .window import ClaimWindow
 
@@ -93,6 +94,11 @@ class Drainer:
     @property
     def stopping(self) -> bool:
         return self._stopping
+
+    @property
+    def tending(self) -> TaskState:
+        """The tending loop's state (supervised: see supervise.py)."""
+        return self._tending.status
 
     @property
     def draining(self) -> int:

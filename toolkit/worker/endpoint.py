@@ -21,12 +21,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -75,8 +77,9 @@ class WorkerEndpoint:
     """Owns the backend, the Drainer and the Dispatcher; ``app`` is the ASGI application."""
 
     def __init__(self, registry: Registry, backend: Backend, options: EndpointOptions = EndpointOptions(),
-                 *, on_fatal: Callable[[str], None] | None = None) -> None:
+                 *, on_fatal: Callable[[str], None] | None = None, exits_process: bool = False) -> None:
         self.registry = registry
+        self.exits_process = exits_process  # the process ends with stop() (`jobkit worker serve`)
         self.backend = backend
         self.options = options
         self.on_fatal = on_fatal
@@ -141,15 +144,34 @@ class WorkerEndpoint:
             self.caught_up.set()
 
     async def stop(self) -> None:
+        """Shut the Drainer down (drain.py's ``shutdown``). Sync handlers still running after the
+        grace: with ``exits_process`` their jobs are released and the process exits at once
+        (they cannot go on); otherwise they are left to their leases."""
         if self.drainer is None or self.dispatcher is None:
             return
-        released = await self.drainer.shutdown(self.options.grace)
+        await self.drainer.shutdown(self.options.grace)
+        if self.drainer.abandoned and self.exits_process:
+            await self._release_and_exit(self.drainer)
+        self.drainer.abandon()
         await self.dispatcher.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        log.info("worker stopped; %d claimed job(s) released", released)
+        log.info("worker stopped; %d claimed job(s) released", self.drainer.released)
         await self.backend.close()
+
+    async def _release_and_exit(self, drainer: Drainer) -> NoReturn:
+        """The process exits now, so the handler threads still running cannot go on: release
+        their jobs, then end the process without waiting for the threads."""
+        late = await drainer.release_abandoned()
+        log.warning("worker stopped; %d claimed job(s) released, %d of them as the process exits (their "
+                    "sync handlers were still running after the grace)", drainer.released, late)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        if self.failure is not None:
+            sys.stderr.write(f"error: {self.failure}\nhint: {WorkerGaveUp.default_hint}\n")
+        sys.stderr.flush()
+        os._exit(1 if self.failure is not None else 0)
 
     @property
     def task_states(self) -> dict[str, TaskState]:

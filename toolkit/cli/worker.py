@@ -8,7 +8,14 @@ import click
 
 from ..durations import parse_duration
 from ..worker.endpoint import EndpointOptions
-from ..worker.serve import WorkerOptions, choose_backend, load_registry, serve, transport_warning
+from ..worker.serve import (
+    WorkerOptions,
+    check_database,
+    choose_backend,
+    load_registry,
+    serve,
+    transport_warning,
+)
 from .common import State, db_url_option, pass_state
 
 
@@ -77,6 +84,8 @@ def serve_command(state: State, registry_spec: str, host: str, port: int, concur
         metrics_token=state.metrics_token())
     options = WorkerOptions(host=host, port=port, prepare=not no_prepare, endpoint=endpoint)
     backend = choose_backend(settings, options, data_api=data_api)
+    if not data_api:
+        check_database(settings)  # a bad URL or an unreachable database: one line, exit 1
     warning = None if data_api else transport_warning(settings, options)
     if warning:
         logging.getLogger("jobkit.worker").warning(warning)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 
+import httpx
 import psycopg
 import pytest
 from faultkit import count, enqueue, exactly_once, prepare, wait_for
@@ -47,6 +48,9 @@ def test_hostile_notify_payloads_leave_a_listening_worker_running_new_jobs(
     ids = enqueue(url, 20, seconds=0.01)  # woken by the enqueue's own NOTIFY, after the payloads
     wait_for(lambda: count(url, "status = 'completed'") == len(ids), 30, "new jobs ran after the payloads")
     assert worker.health()["invalid_notifications"] == len(HOSTILE)
+    metrics = httpx.get(worker.url + "/metrics", timeout=5).text
+    assert f"jobkit_notifications_invalid_total {float(len(HOSTILE))}" in metrics
+    assert "jobkit_worker_tasks_down 0.0" in metrics
     verdict = exactly_once(url, ids)
     verdict.report("hostile NOTIFY payloads")
     assert verdict.completed == len(ids) and not verdict.rerun

@@ -6,7 +6,8 @@ claimed. Concurrent drains share the Drainer's slots and its claim window: a cla
 room before it is sent, so no number of concurrent drains holds more than the window. Outcomes go
 to group commits (recording.py); a tending task extends leases and abandons handlers past their
 timeout (tending.py); ``shutdown`` stops claiming, lets running jobs finish within a grace period
-and releases the rest without consuming their attempt.
+and releases the rest without consuming their attempt, each only once its handler can no longer
+be running (a sync handler's thread: when the process exits).
 
 A handler ends only its own attempt, whatever it raises: an Exception, SystemExit,
 KeyboardInterrupt, GeneratorExit or a CancelledError of its own. A lost database connection is

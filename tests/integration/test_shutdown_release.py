@@ -8,11 +8,15 @@ import threading
 from datetime import timedelta
 from typing import Any
 
-from jobkit.connector import Session
+from jobkit.config import Settings
+from jobkit.connector import Database, Session
 from jobkit.handlers import Registry
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.queries import queries
+from jobkit.schema.deploy import DeployOptions, deploy
+from jobkit.schema.migrations import apply
+from jobkit.schema.render import render_migrations
 from jobkit.worker.backends.postgres import PostgresBackend
 from jobkit.worker.drain import Drainer
 
@@ -108,3 +112,23 @@ def test_at_exit_the_abandoned_jobs_are_released(db_url: str, manager: Lifecycle
     assert _status(session, job) == ("pending", 0) and _status(session, calm) == ("pending", 0)
     outcomes = session.all("select outcome from jobkit.job_attempts")
     assert outcomes == [{"outcome": "released"}] * 2
+
+
+def test_0009_relabels_past_releases_and_keeps_real_snoozes(fresh_db: str) -> None:
+    """A database at 0008 holds releases recorded as 'snoozed'; deploying 0009 relabels exactly those."""
+    settings = Settings(db_url=fresh_db)
+    with Database(fresh_db).session() as s:
+        for migration in render_migrations(settings):
+            if migration.version < "0009":
+                apply(s, settings, migration, lock_timeout=timedelta(seconds=10))
+        manager = Lifecycle(s, "jobkit")
+        released, snoozed = manager.enqueue_many([NewJob("t", {}), NewJob("t", {})])
+        s.execute("insert into jobkit.job_attempts (job_id, attempt, outcome, error) values "
+                  "(%(r)s, 1, 'snoozed', 'released by a stopping worker'), (%(s)s, 1, 'snoozed', null)",
+                  {"r": released, "s": snoozed})
+    deploy(Database(fresh_db), settings, DeployOptions(schedules=False), echo=lambda _m: None)
+    with Database(fresh_db).session() as s:
+        rows = s.all("select job_id, outcome from jobkit.job_attempts order by id")
+        assert rows == [{"job_id": released, "outcome": "released"}, {"job_id": snoozed, "outcome": "snoozed"}]
+        assert s.scalar("select convalidated from pg_catalog.pg_constraint "
+                        "where conname = 'job_attempts_outcome_check'") is True

@@ -4,6 +4,7 @@ reserved for failed checks): no driver warnings, no traceback, no uvicorn banner
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -11,9 +12,10 @@ import pytest
 from workers import TESTS, free_port
 
 
-def _serve(app: str, url: str) -> subprocess.CompletedProcess[str]:
+def _serve(app: str, url: str, port: int | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "jobkit", "worker", "serve", app, "--port", str(free_port()), "--db-url", url],
+        [sys.executable, "-m", "jobkit", "worker", "serve", app, "--port", str(port or free_port()),
+         "--db-url", url],
         cwd=TESTS / "faults", env={**os.environ, "PYTHONUNBUFFERED": "1"}, capture_output=True, text=True,
         timeout=60)
 
@@ -47,3 +49,12 @@ def test_a_password_in_a_bad_url_is_not_shown() -> None:
 ])
 def test_a_missing_handler_module_is_one_line(db_url: str, app: str, error: str) -> None:
     _one_line(_serve(app, db_url), error)
+
+
+def test_a_busy_port_is_one_line(db_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _serve("fault_handlers:jobs", db_url, port)
+    _one_line(done, f"the worker cannot serve on 127.0.0.1:{port}: Address already in use")

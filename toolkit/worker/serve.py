@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import signal
+import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,20 @@ def check_database(settings: Settings) -> None:
         session.scalar("select 1")
 
 
+def check_port(host: str, port: int) -> None:
+    """Bind the address once before serving: a busy port is one line and exit 1, not uvicorn's
+    banner, its error and exit 3."""
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            sock.bind(address)
+    except OSError as exc:
+        raise ConfigError(f"the worker cannot serve on {host}:{port}: {exc.strerror or exc}",
+                          hint="pick a free --port (or stop what listens there), or fix --host") from None
+
+
 def serve(registry: Registry, backend: Backend, options: WorkerOptions) -> None:
     """Serve the endpoint until SIGTERM/SIGINT (then drain gracefully; a second signal exits at
     once); raise WorkerGaveUp when the worker gave up."""
@@ -134,7 +149,11 @@ def serve(registry: Registry, backend: Backend, options: WorkerOptions) -> None:
         await endpoint.start()  # a failure here is one line (uvicorn's lifespan would print a traceback)
         await server.serve()
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except SystemExit:  # uvicorn's own (the port was taken since check_port, say): it logged why
+        if server.started:
+            raise
     if endpoint.failure is not None:
         raise WorkerGaveUp(endpoint.failure)
     if not server.started:

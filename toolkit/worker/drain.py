@@ -436,8 +436,8 @@ class Drainer:
                     me.uncancel()  # cancel_job stopped it (see below)
                     ok, value = False, None
                 elif not running.timed_out or me is None:
-                    if running.trace is not None:
-                        running.trace.settled("released")
+                    if running.trace is not None:  # an abandoned job is left to its lease
+                        running.trace.settled("unrecorded" if running.state == "abandoned" else "released")
                     raise  # shutdown: its job is released now that its handler has ended
                 else:
                     me.uncancel()

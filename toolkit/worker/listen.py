@@ -4,10 +4,10 @@ LISTEN on jobkit's channel and hand every notification to the Dispatcher. Any ro
 connect can NOTIFY on that channel, so a payload is data from anyone: ``parse`` never raises, and
 what is not a wake-up (not a JSON object, no non-empty ``type``, a bad ``at``, nesting that
 exhausts the JSON decoder's recursion, numbers that overflow a float) is ignored and counted
-(``invalid``; /healthz and /metrics show it). Each time LISTEN is in
-place (at start and after every reconnect) the Dispatcher catches up: it drains every handled type
-with due jobs and sets the timers for the next due ones, so nothing that became due while the
-connection was down waits for the cron wake-up. A dropped connection is re-opened with backoff; after
+(``invalid``; /healthz and /metrics show it). Each time LISTEN is in place (at start and after
+every reconnect) the Dispatcher catches up: it drains every handled type with due jobs and sets
+the timers for the next due ones, so nothing that became due while the connection was down waits
+for the cron wake-up. A dropped connection is re-opened with backoff; after
 ``give_up`` of failing, ``run`` raises WorkerGaveUp and the worker exits non-zero. Needs a session
 connection: not Supavisor's transaction pooler.
 """
@@ -110,6 +110,7 @@ class Listener:
 
 _LOGGED = {1, 10, 100}
 MAX_AT = 1e11  # a Unix time in seconds (year 5138): the /run body's bound
+MAX_TYPE = 1000  # characters of a job type in a wake-up (the channel carries 8000 bytes at most)
 
 
 def parse(payload: object) -> tuple[str, float | None] | None:
@@ -135,5 +136,3 @@ def parse(payload: object) -> tuple[str, float | None] | None:
         return None
     return job_type, when
 
-
-MAX_TYPE = 1000  # characters of a job type in a wake-up (the channel carries 8000 bytes at most)

@@ -119,7 +119,8 @@ create table {{ s }}.job_attempts (
     started_at  timestamptz,
     finished_at timestamptz not null default now(),
     outcome     text not null
-                check (outcome in ('completed', 'retry', 'failed', 'snoozed', 'lease_expired', 'cancelled')),
+                check (outcome in ('completed', 'retry', 'failed', 'snoozed', 'released', 'lease_expired',
+                                   'cancelled')),  -- 0009: released
     error       text,
     duration    interval generated always as (finished_at - started_at) stored
 ) with (autovacuum_vacuum_insert_scale_factor = 0.02);
@@ -1032,7 +1033,8 @@ begin
 end
 $$;
 
--- Hand claimed jobs back (a worker shutting down): pending again now, attempt not consumed.
+-- Hand claimed jobs back (a worker shutting down): pending again now, attempt not consumed,
+-- recorded as 'released' (0009; 'snoozed' before).
 create function {{ s }}.release_jobs(p_ids uuid[], p_attempts int[]) returns setof uuid
 language plpgsql volatile set search_path = '' as $$
 begin
@@ -1046,7 +1048,7 @@ begin
         returning j.id, j.attempts + 1 as attempt, j.worker_id, j.started_at
     ), history as (
         insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
-        select c.id, c.attempt, c.worker_id, c.started_at, 'snoozed', 'released by a stopping worker'
+        select c.id, c.attempt, c.worker_id, c.started_at, 'released', 'released by a stopping worker'
         from changed c
     )
     select c.id from changed c;

@@ -63,3 +63,22 @@ def keyed(payload: Any, ctx: Any) -> Any:
     if payload.get("fail_first") and ctx.attempt == 1:
         raise RuntimeError("the first attempt fails")
     return None
+
+
+def _starts(job_id: str) -> int:
+    with psycopg.connect(os.environ["E2E_DB_URL"], autocommit=True) as conn:
+        row = conn.execute("select count(*) from side_effects where job_id = %s", (job_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+
+@jobs.handler("fault.sleepy", timeout=300, lease=5, backoff=QUICK)
+def sleepy(payload: Any, ctx: Any) -> Any:
+    """A long sync handler (tests/faults/test_shutdown.py): records its start, sleeps
+    payload["seconds"] on its first start only (a second start of the same job is quick), then
+    records its end in side_effect_ends. A start without an end was cut off by its process's exit."""
+    side_effect(ctx)
+    first = _starts(str(ctx.id)) == 1
+    time.sleep(float(payload.get("seconds", 0.05)) if first else 0.05)
+    with psycopg.connect(os.environ["E2E_DB_URL"], autocommit=True) as conn:
+        conn.execute("insert into side_effect_ends (job_id, pid) values (%s, %s)", (str(ctx.id), os.getpid()))
+    return {"pid": os.getpid()}

@@ -56,3 +56,39 @@ def test_leases_with_a_third_or_less_left_are_extended() -> None:
         assert left[stale.id] > timedelta(minutes=9) and left[fresh.id] <= timedelta(seconds=30)
 
     asyncio.run(main())
+
+
+class _Broken:
+    """A held job whose state cannot be read, once: a bug inside the tending loop."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.reported = None
+        self.lease = timedelta(minutes=1)
+        self.extended_at = 1e18  # never due for an extension
+
+    @property
+    def state(self) -> str:
+        self.reads += 1
+        if self.reads == 1:
+            raise RuntimeError("a bug while tending")
+        return "waiting"
+
+
+def test_a_tending_loop_that_fails_is_restarted() -> None:
+    """Leases and timeouts depend on it: a failure restarts it (supervise.py), its state says so."""
+    broken = _Broken()
+    seen: list[str] = []
+
+    async def main() -> None:
+        tending = Tending({broken}, MemoryBackend(), tick=0.02)  # type: ignore[arg-type]
+        tending.ensure_started()
+        async with asyncio.timeout(10):
+            while broken.reads < 3:
+                seen.append(tending.status.state)
+                await asyncio.sleep(0.01)
+        assert tending.status.state == "running" and tending.status.restarts == 1
+        tending.stop()
+
+    asyncio.run(main())
+    assert "restarting: RuntimeError: a bug while tending" in seen

@@ -155,14 +155,22 @@ class AsyncPool:
             await conn.close()
 
 
+UNDECODABLE = "\ufffd"  # what a payload the connection's encoding cannot decode is read as
+
+
 async def _payloads(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[str]:
     while True:
-        with _translated():
-            got = False
-            async for note in conn.notifies(timeout=LISTEN_CHECK):
-                got = True
-                yield note.payload
-            if not got:
+        got = False
+        try:
+            with _translated():
+                async for note in conn.notifies(timeout=LISTEN_CHECK):
+                    got = True
+                    yield note.payload
+        except UnicodeDecodeError:  # a NOTIFY with bytes the encoding cannot decode (SQL_ASCII)
+            yield UNDECODABLE  # the notification is consumed; LISTEN stays in place
+            continue
+        if not got:
+            with _translated():
                 await conn.execute("select 1")  # silence: make sure the connection still works
 
 

@@ -6,7 +6,8 @@ claimed. Concurrent drains share the Drainer's slots and its claim window: a cla
 room before it is sent, so no number of concurrent drains holds more than the window. Outcomes go
 to group commits (recording.py); a tending task extends leases and abandons handlers past their
 timeout (tending.py); ``shutdown`` stops claiming, lets running jobs finish within a grace period
-and releases the rest without consuming their attempt.
+and releases the rest without consuming their attempt, each only once its handler can no longer
+be running (a sync handler's thread: when the process exits).
 
 A handler ends only its own attempt, whatever it raises: an Exception, SystemExit,
 KeyboardInterrupt, GeneratorExit or a CancelledError of its own. A lost database connection is
@@ -29,19 +30,21 @@ from typing import Any
 
 from .. import tracing
 from ..context import JobContext
-from ..exceptions import ConnectionFailed
+from ..exceptions import ConnectionFailed, JobkitError
 from ..handlers import Handler, RateLimited, Registry
 from ..jobs import Claimed
 from .backends import Backend
 from .metrics import Observer, Quiet
 from .outcomes import DrainSummary, encode_result
 from .recording import DrainState, Recorder, Running
+from .supervise import TaskState
 from .tending import Tending
 from .window import ClaimWindow
 
 log = logging.getLogger("jobkit.worker")
 UNKNOWN_LEASE = timedelta(minutes=5)
 LINGER_FIRST, LINGER_MAX = 0.005, 0.05  # seconds between re-checks while lingering
+CANCEL_WAIT = 5.0  # seconds a cancelled async handler gets to end at shutdown
 
 
 class Drainer:
@@ -85,6 +88,8 @@ class Drainer:
         self._live: list[DrainState] = []
         self._changed = asyncio.Event()
         self._stopping = False
+        self.released = 0  # jobs handed back (shutdown)
+        self.abandoned: list[Running] = []  # still running in a thread after the shutdown's grace
         self.observer: Observer = observer or Quiet()
         self._recorder = Recorder(backend, self._settled, self.observer)
         shortest = min((h.timeout.total_seconds() for h in registry), default=60.0)
@@ -95,9 +100,19 @@ class Drainer:
         return self._stopping
 
     @property
+    def tending(self) -> TaskState:
+        """The tending loop's state (supervised: see supervise.py)."""
+        return self._tending.status
+
+    @property
     def draining(self) -> int:
         """Drains running now."""
         return len(self._live)
+
+    @property
+    def unfinished(self) -> int:
+        """Jobs claimed and not yet settled (waiting, running or being recorded)."""
+        return len(self._running)
 
     @property
     def held(self) -> int:
@@ -241,11 +256,7 @@ class Drainer:
             await self._wait_change()
         if d.queue:  # claimed while shutting down: hand them straight back
             leftovers, d.queue = list(d.queue), deque()
-            d.summary.released += len(
-                await self.backend.release([(r.job.id, r.job.attempts) for r in leftovers])
-            )
-            for r in leftovers:
-                self._running.discard(r)
+            await self._release(leftovers)
 
     def _builtin(self, job_type: str) -> Handler | None:
         """`jobkit doctor --ping` enqueues jobkit.ping: every worker answers it."""
@@ -259,33 +270,97 @@ class Drainer:
         return Handler("jobkit.ping", pong, True, timedelta(seconds=10), timedelta(seconds=40))
 
     async def shutdown(self, grace: timedelta = timedelta(seconds=30)) -> int:
-        """Stop claiming; wait up to ``grace`` for running jobs; release the rest. Returns how
-        many jobs were released."""
+        """Stop claiming and release the jobs that have not started; give the running ones
+        ``grace`` to finish; then cancel the async handlers still running and release their jobs
+        once their runners have ended. Returns how many jobs this call released.
+
+        A job is released only when its handler can no longer be running. A sync handler's thread
+        cannot be stopped, so a job whose thread still runs after the grace is not released here
+        (another worker could start it while the thread goes on): it is kept in ``abandoned``,
+        for the caller to release just before the process exits (``release_abandoned``, as
+        `jobkit worker serve` does) or to leave to its lease (``abandon``)."""
         self._stopping = True
         self._changed.set()
         waiting = [r for d in self._live for r in d.queue]
         for d in self._live:
             d.queue.clear()
+        released = await self._release(waiting)
         runners = [t for d in self._live for t in d.runners]
+        running = sum(r.state == "running" for r in self._running)
+        if waiting or running:
+            log.info("shutdown: stopped claiming; %d job(s) that had not started released; %d running "
+                     "job(s) get up to %gs to finish", released, running, grace.total_seconds())
         if runners:
             await asyncio.wait(runners, timeout=grace.total_seconds())
-        for task in runners:
-            task.cancel()
-        late = [r for r in self._running if r.state == "running"]
-        leftovers = [(r.job.id, r.job.attempts) for r in (*waiting, *late)]
-        released: set[Any] = set()
-        if leftovers:
-            try:
-                released = await self.backend.release(leftovers)
-            except ConnectionFailed as exc:  # their leases expire and the sweep retries them
-                log.warning("shutdown: could not release %d job(s): %s", len(leftovers), exc.message)
-        for r in (*waiting, *late):
-            self._running.discard(r)
-        self._changed.set()
+        released += await self._stop_async_handlers()
+        await self._await_finished_threads()
+        self.abandoned = [r for r in self._running if r.state == "running"]
+        if self.abandoned:
+            log.warning("shutdown: %d job(s) still running after the %gs grace (sync handlers: a thread "
+                        "cannot be stopped); not released while their handlers may still run",
+                        len(self.abandoned), grace.total_seconds())
         await self._wait_settled(10.0)
         self._tending.stop()
         self._threads.shutdown(wait=False, cancel_futures=True)
-        return len(released)
+        return released
+
+    async def _stop_async_handlers(self) -> int:
+        """After the grace: cancel the runners of the async handlers still running, give them
+        CANCEL_WAIT to end, and release the jobs of those that did."""
+        late = [r for r in self._running
+                if r.state == "running" and r.thread is None and r.task is not None and not r.task.done()]
+        for r in late:
+            if r.task is not None:
+                r.task.cancel()
+        tasks = {r.task for r in late if r.task is not None}
+        if tasks:
+            await asyncio.wait(tasks, timeout=CANCEL_WAIT)
+        ended = [r for r in self._running if r.state == "running" and r.thread is None
+                 and (r.task is None or r.task.done())]
+        return await self._release(ended)
+
+    async def _await_finished_threads(self) -> None:
+        """A sync handler whose thread has just finished: let its runner hand the outcome over
+        (it is recorded, not released)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CANCEL_WAIT
+        while loop.time() < deadline and any(
+                r.state == "running" and r.thread is not None and r.thread.done() for r in self._running):
+            await asyncio.sleep(0.005)
+
+    async def release_abandoned(self) -> int:
+        """The process is about to exit, so the sync handlers still running cannot go on: release
+        their jobs. Call it last, right before the process exits. Returns how many."""
+        return await self._release([r for r in self.abandoned if r.state == "running"])
+
+    def abandon(self) -> None:
+        """Leave the jobs still running to their leases: their threads go on, their outcomes are
+        not recorded (the sweep retries them once their leases expire)."""
+        for r in self.abandoned:
+            if r.state == "running" and r.task is not None:
+                r.state = "abandoned"
+                r.task.cancel()
+            self._running.discard(r)
+        self.abandoned = []
+        self._changed.set()
+
+    async def _release(self, jobs: list[Running]) -> int:
+        """Hand ``jobs`` back (pending, attempt not consumed), each counted in its drain's summary."""
+        if not jobs:
+            return 0
+        try:
+            ids = await self.backend.release([(r.job.id, r.job.attempts) for r in jobs])
+        except JobkitError as exc:  # their leases expire and the sweep retries them
+            log.warning("shutdown: could not release %d job(s): %s", len(jobs), exc.message)
+            ids = set()
+        for r in jobs:
+            if r.job.id in ids:
+                r.drain.summary.released += 1
+            r.state = "released"
+            self._running.discard(r)
+        self.released += len(ids)
+        self._changed.set()
+        return len(ids)
 
     async def _wait_settled(self, timeout: float) -> None:
         try:
@@ -361,9 +436,9 @@ class Drainer:
                     me.uncancel()  # cancel_job stopped it (see below)
                     ok, value = False, None
                 elif not running.timed_out or me is None:
-                    if running.trace is not None:
-                        running.trace.settled("released")
-                    raise  # shutdown: the job is released
+                    if running.trace is not None:  # an abandoned job is left to its lease
+                        running.trace.settled("unrecorded" if running.state == "abandoned" else "released")
+                    raise  # shutdown: its job is released now that its handler has ended
                 else:
                     me.uncancel()
                     ok, value = False, TimeoutError(
@@ -417,12 +492,15 @@ class Drainer:
     def _in_thread(self, running: Running, handler: Handler, payload: Any,
                    ctx: JobContext) -> asyncio.Future[tuple[bool, Any]]:
         """A sync handler's call in the thread pool; a traced job's thread gets a copy of the
-        context, so that the handler sees its span (executor threads get none by themselves)."""
-        loop = asyncio.get_running_loop()
+        context, so that the handler sees its span (executor threads get none by themselves).
+        Its concurrent future stays on the job (``thread``): unlike the asyncio future, it is done
+        only when the thread has finished, even after a cancellation."""
         if running.trace is None:
-            return loop.run_in_executor(self._threads, _call, handler.func, payload, ctx)
-        return loop.run_in_executor(self._threads, _call_in, contextvars.copy_context(), handler.func,
-                                    payload, ctx)
+            future = self._threads.submit(_call, handler.func, payload, ctx)
+        else:
+            future = self._threads.submit(_call_in, contextvars.copy_context(), handler.func, payload, ctx)
+        running.thread = future  # done only once the thread has finished (shutdown asks)
+        return asyncio.wrap_future(future)
 
     def _settled(self, running: Running) -> None:
         running.drain.settles += 1

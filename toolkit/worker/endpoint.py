@@ -2,14 +2,18 @@
 
     POST /run   {"type": "send_email", "budget_ms": 25000, "nonce": "...", "at": 1767225600.5}
                 X-Jobkit-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>   (signing.py; 401 otherwise)
-    GET  /healthz   200 when the database (and, with --listen, the LISTEN connection) is up, else 503
+    GET  /healthz   200 when the database (and, with --listen, the LISTEN connection) is up and every
+                    long-lived task runs, else 503
 
 By default /run answers 202 at once and the Dispatcher drains the type in the background until it
 is empty (``at`` in the future sets a timer instead). ``mode="sync"`` (or ``POST /run?wait=1``)
 drains first, within ``budget_ms``, and answers 200 with a summary, for hosts that stop work once
 the response is sent (serverless functions). With ``listen`` the worker also LISTENs for NOTIFY
-wake-ups. A database (or LISTEN) that stays unreachable for ``give_up`` makes the worker give up:
-``failure`` says why and ``on_fatal`` is called (the CLI then exits non-zero).
+wake-ups. The long-lived tasks (the database watch, the listener, the tending loop) are supervised
+(supervise.py): one that ends unexpectedly is restarted with backoff, and /healthz answers 503
+meanwhile. A database (or LISTEN) that stays unreachable for ``give_up``, or a task that keeps
+failing that long, makes the worker give up: ``failure`` says why and ``on_fatal`` is called (the
+CLI then exits non-zero).
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -38,6 +44,7 @@ from .drain import Drainer
 from .listen import Listener, Notifications
 from .metrics import CONTENT_TYPE, WorkerMetrics, allowed
 from .signing import HEADER, WINDOW, Verifier
+from .supervise import TaskState, supervise
 
 log = logging.getLogger("jobkit.worker")
 MAX_BUDGET_MS = 15 * 60 * 1000
@@ -70,8 +77,9 @@ class WorkerEndpoint:
     """Owns the backend, the Drainer and the Dispatcher; ``app`` is the ASGI application."""
 
     def __init__(self, registry: Registry, backend: Backend, options: EndpointOptions = EndpointOptions(),
-                 *, on_fatal: Callable[[str], None] | None = None) -> None:
+                 *, on_fatal: Callable[[str], None] | None = None, exits_process: bool = False) -> None:
         self.registry = registry
+        self.exits_process = exits_process  # the process ends with stop() (`jobkit worker serve`)
         self.backend = backend
         self.options = options
         self.on_fatal = on_fatal
@@ -85,10 +93,12 @@ class WorkerEndpoint:
         self._rereading: asyncio.Future[list[str]] | None = None
         self._db = _Health()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.tasks: dict[str, TaskState] = {}  # the supervised ones, by name
         self._lock = asyncio.Lock()
         self.caught_up = asyncio.Event()  # the start-up catch-up has woken what was due (HTTP mode)
         self.metrics = WorkerMetrics(getattr(backend, "backlog", None), ttl=options.metrics_ttl,
-                                     drains=lambda: self.drainer.draining if self.drainer else 0)
+                                     drains=lambda: self.drainer.draining if self.drainer else 0,
+                                     tasks_down=lambda: sum(t.down for t in self.task_states.values()))
         self.app = Starlette(routes=[Route("/run", self.run, methods=["POST"]),
                                      Route("/healthz", self.healthz, methods=["GET"]),
                                      Route("/metrics", self.metrics_page, methods=["GET"])],
@@ -117,11 +127,11 @@ class WorkerEndpoint:
                                        batch_size=o.batch_size, prefetch=o.prefetch, observer=self.metrics)
                 self.dispatcher = Dispatcher(self.drainer, budget=o.budget, linger=o.linger)
                 self._db.up()
-                self._spawn(self._watch_database())
+                self._supervised("database", self._watch_database)
                 if o.listen:
                     self.listener = Listener(self.dispatcher, _notifications(self.backend), o.listen,
-                                             give_up=o.give_up)
-                    self._spawn(self._listen(self.listener))
+                                             give_up=o.give_up, on_invalid=self.metrics.invalid_notification)
+                    self._supervised("listener", self.listener.run)
                 else:
                     self._spawn(self._catch_up(self.dispatcher))
             return self.drainer
@@ -143,22 +153,51 @@ class WorkerEndpoint:
             self.caught_up.set()
 
     async def stop(self) -> None:
+        """Shut the Drainer down (drain.py's ``shutdown``). Sync handlers still running after the
+        grace: with ``exits_process`` their jobs are released and the process exits at once
+        (they cannot go on); otherwise they are left to their leases."""
         if self.drainer is None or self.dispatcher is None:
             return
-        released = await self.drainer.shutdown(self.options.grace)
+        await self.drainer.shutdown(self.options.grace)
+        if self.drainer.abandoned and self.exits_process:
+            await self._release_and_exit(self.drainer)
+        self.drainer.abandon()
         await self.dispatcher.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        log.info("worker stopped; %d claimed job(s) released", released)
+        log.info("worker stopped; %d claimed job(s) released", self.drainer.released)
         await self.backend.close()
+
+    async def _release_and_exit(self, drainer: Drainer) -> NoReturn:
+        """The process exits now, so the handler threads still running cannot go on: release
+        their jobs, then end the process without waiting for the threads."""
+        late = await drainer.release_abandoned()
+        log.warning("worker stopped; %d claimed job(s) released, %d of them as the process exits (their "
+                    "sync handlers were still running after the grace)", drainer.released, late)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        if self.failure is not None:
+            sys.stderr.write(f"error: {self.failure}\nhint: {WorkerGaveUp.default_hint}\n")
+        sys.stderr.flush()
+        os._exit(1 if self.failure is not None else 0)
+
+    @property
+    def task_states(self) -> dict[str, TaskState]:
+        """Every supervised task of this worker, by name."""
+        tending = {"tending": self.drainer.tending} if self.drainer is not None else {}
+        return {**self.tasks, **tending}
 
     async def healthz(self, _request: Request) -> JSONResponse:
         await self._check_database(max_age=1.0)
         listening = self.listener.state if self.listener else None
+        tasks = self.task_states
         ok = (self.drainer is not None and not self.drainer.stopping and self._db.ok
-              and (self.listener is None or self.listener.listening.is_set()) and self.failure is None)
+              and (self.listener is None or self.listener.listening.is_set()) and self.failure is None
+              and not any(t.down for t in tasks.values()))
         body = {"ok": ok, "database": self._db.state, "listener": listening, "failure": self.failure,
+                "tasks": {name: t.state for name, t in tasks.items()},
+                "invalid_notifications": self.listener.invalid if self.listener else 0,
                 "worker": self.drainer.worker_id if self.drainer else None, "types": self.registry.types,
                 "draining": self.dispatcher.draining if self.dispatcher else [],
                 "window": self.drainer.window.describe() if self.drainer else None}
@@ -261,14 +300,20 @@ class WorkerEndpoint:
         if not task.cancelled() and task.exception() is not None:
             log.error("worker task failed", exc_info=task.exception())
 
-    async def _listen(self, listener: Listener) -> None:
+    def _supervised(self, name: str, run: Callable[[], Any]) -> None:
+        """Run ``run()`` for as long as the worker lives, restarted whenever it ends (supervise.py)."""
+        state = self.tasks[name] = TaskState(name)
+        self._spawn(self._guard(state, run))
+
+    async def _guard(self, state: TaskState, run: Callable[[], Any]) -> None:
         try:
-            await listener.run()
+            await supervise(state, run, give_up=self.options.give_up.total_seconds())
         except WorkerGaveUp as exc:
             self._fatal(exc.message)
 
     async def _watch_database(self) -> None:
-        """Check the database every few seconds: catch up when it is back, give up after give_up."""
+        """Check the database every few seconds: catch up when it is back, give up after give_up
+        (WorkerGaveUp)."""
         while True:
             await asyncio.sleep(HEALTH_EVERY)
             was_ok = self._db.ok
@@ -277,9 +322,8 @@ class WorkerEndpoint:
                 await self.dispatcher.catch_up()
             down = self._db.down_for()
             if down >= self.options.give_up.total_seconds():
-                self._fatal(f"the database was unreachable for {format_duration(self.options.give_up)}: "
-                            f"{self._db.state}")
-                return
+                raise WorkerGaveUp(f"the database was unreachable for "
+                                   f"{format_duration(self.options.give_up)}: {self._db.state}")
 
     async def _check_database(self, max_age: float) -> None:
         if self._db.age() < max_age:

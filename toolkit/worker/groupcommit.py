@@ -7,13 +7,13 @@ it), which keeps the per-job cost of recording an outcome to a list append."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
+log = logging.getLogger("jobkit.worker")
 
 
 class GroupCommit(Generic[T, R]):
@@ -43,8 +43,16 @@ class GroupCommit(Generic[T, R]):
                 try:
                     result = await self._send(batch)
                 except Exception as exc:  # noqa: BLE001 - handed to settle with the batch
-                    self._settle(batch, None, exc)
+                    self._settled(batch, None, exc)
                 else:
-                    self._settle(batch, result, None)
+                    self._settled(batch, result, None)
         finally:
             self._task = None
+
+    def _settled(self, batch: list[T], result: R | None, error: BaseException | None) -> None:
+        """``settle``; a bug in it is logged, and the next batches still go out (the recorder
+        never stops silently)."""
+        try:
+            self._settle(batch, result, error)
+        except Exception:  # noqa: BLE001 - logged with its traceback
+            log.exception("settling %d recorded item(s) failed", len(batch))

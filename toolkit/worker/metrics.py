@@ -69,7 +69,8 @@ class WorkerMetrics:
     """An Observer that keeps Prometheus metrics, and renders them with a fresh-enough backlog."""
 
     def __init__(self, backlog: Backlog | None = None, *, ttl: float = 15.0,
-                 drains: Callable[[], int] | None = None) -> None:
+                 drains: Callable[[], int] | None = None,
+                 tasks_down: Callable[[], int] | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self._claimed = Counter("jobkit_jobs_claimed", "Jobs claimed by this worker.", ["type"], registry=r)
@@ -95,6 +96,13 @@ class WorkerMetrics:
                               registry=r)
         self._oldest = Gauge("jobkit_oldest_due_seconds",
                              "Age of the oldest due pending job, by type (cached).", ["type"], registry=r)
+        self._down = Gauge("jobkit_worker_tasks_down",
+                           "Long-lived worker tasks down now (restarting after a failure).", registry=r)
+        if tasks_down is not None:
+            self._down.set_function(lambda: float(tasks_down()))
+        self._invalid = Counter("jobkit_notifications_invalid",
+                                "NOTIFY payloads on the wake channel that were not wake-ups (ignored).",
+                                registry=r)
         self._ran: dict[str, Any] = {}
         self._done: dict[str, Any] = {}
         self._fetch = backlog
@@ -128,6 +136,9 @@ class WorkerMetrics:
 
     def recorded(self, seconds: float) -> None:
         self._record.observe(seconds)
+
+    def invalid_notification(self) -> None:
+        self._invalid.inc()
 
     # ---- the scrape -----------------------------------------------------------------------------------
 

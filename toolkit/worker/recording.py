@@ -55,6 +55,7 @@ class Running:
     outcome: Any = None  # the result's JSON text to store, or the Failure to record
     trace: JobSpan | None = None  # its spans, when tracing is on (tracing.py)
     reported: Reported | None = None  # its handler's progress (ctx.progress), once it reported
+    thread: Any = None  # a sync handler's concurrent.futures.Future, once its thread was started
 
 
 @dataclass(eq=False)

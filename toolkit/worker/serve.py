@@ -9,9 +9,14 @@ non-zero with a one-line reason and a supervisor restarts it.
 from __future__ import annotations
 
 import importlib
+import os
+import signal
+import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
+from typing import NoReturn
 
 from ..app import resolve_url
 from ..config import Settings, supabase_api_from_env
@@ -92,9 +97,32 @@ def postgres_backend(settings: Settings, options: WorkerOptions) -> PostgresBack
                            prepare=options.prepare)
 
 
+def check_database(settings: Settings) -> None:
+    """Connect once before serving: a bad URL or an unreachable database is one line and exit 1,
+    not a pool's retries and a traceback."""
+    with Database(resolve_url(settings)).session(connect_timeout=5) as session:
+        session.scalar("select 1")
+
+
+def check_port(host: str, port: int) -> None:
+    """Bind the address once before serving: a busy port is one line and exit 1, not uvicorn's
+    banner, its error and exit 3."""
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            sock.bind(address)
+    except OSError as exc:
+        raise ConfigError(f"the worker cannot serve on {host}:{port}: {exc.strerror or exc}",
+                          hint="pick a free --port (or stop what listens there), or fix --host") from None
+
+
 def serve(registry: Registry, backend: Backend, options: WorkerOptions) -> None:
-    """Serve the endpoint until SIGTERM/SIGINT (then drain gracefully); raise WorkerGaveUp when the
-    worker gave up."""
+    """Serve the endpoint until SIGTERM/SIGINT (then drain gracefully; a second signal exits at
+    once); raise WorkerGaveUp when the worker gave up."""
+    import asyncio
+
     import uvicorn
 
     holder: list[uvicorn.Server] = []
@@ -103,15 +131,40 @@ def serve(registry: Registry, backend: Backend, options: WorkerOptions) -> None:
         if holder:
             holder[0].should_exit = True
 
-    endpoint = WorkerEndpoint(registry, backend, options.endpoint, on_fatal=stop)
+    endpoint = WorkerEndpoint(registry, backend, options.endpoint, on_fatal=stop, exits_process=True)
     config = uvicorn.Config(endpoint.app, host=options.host, port=options.port, lifespan="on",
                             log_level="info",
                             timeout_graceful_shutdown=int(options.endpoint.grace.total_seconds()))
-    server = uvicorn.Server(config)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if self.should_exit:  # a second SIGINT/SIGTERM (uvicorn would only stop waiting for requests)
+                exit_at_once(endpoint, sig)
+            super().handle_exit(sig, frame)
+
+    server = Server(config)
     holder.append(server)
-    server.run()
+
+    async def run() -> None:
+        await endpoint.start()  # a failure here is one line (uvicorn's lifespan would print a traceback)
+        await server.serve()
+
+    try:
+        asyncio.run(run())
+    except SystemExit:  # uvicorn's own (the port was taken since check_port, say): it logged why
+        if server.started:
+            raise
     if endpoint.failure is not None:
         raise WorkerGaveUp(endpoint.failure)
     if not server.started:
         raise ConfigError(f"the worker could not serve on {options.host}:{options.port}",
                           hint="see the log above; pick a free --port")
+
+
+def exit_at_once(endpoint: WorkerEndpoint, sig: int) -> NoReturn:
+    """A second signal: end the process now (it runs in the signal handler: no logging locks)."""
+    drainer = endpoint.drainer
+    held = drainer.unfinished if drainer is not None else 0
+    os.write(2, (f"error: a second {signal.Signals(sig).name}: exiting at once; {held} unfinished "
+                 f"job(s) are left to their leases\n").encode())
+    os._exit(1)

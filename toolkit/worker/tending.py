@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from .backends import Backend
 from .progress import FLUSH_EVERY, Reported
+from .supervise import TaskState, supervise
 
 log = logging.getLogger("jobkit.worker")
 BEAT = 1.0  # seconds between lease checks
@@ -48,10 +49,11 @@ class Tending:
         self._backend = backend
         self.tick = tick
         self._task: asyncio.Task[None] | None = None
+        self.status = TaskState("tending")  # supervised: a failing loop is restarted (supervise.py)
 
     def ensure_started(self) -> None:
         if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._loop())
+            self._task = asyncio.create_task(supervise(self.status, self._loop))
 
     def stop(self) -> None:
         if self._task is not None:

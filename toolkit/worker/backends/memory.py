@@ -173,7 +173,7 @@ class MemoryBackend:
         for job_id, attempt in running:
             row = self._held(job_id, attempt)
             if row is not None:
-                self._record(row, "snoozed", "released by a stopping worker")
+                self._record(row, "released", "released by a stopping worker")
                 self._back_to_pending(row, self.clock(), give_back=True)
                 released.add(job_id)
         return released

@@ -8,8 +8,10 @@ dashboard processes accept each other's sessions and changing the secret signs e
 clients may send ``Authorization: Bearer`` instead.
 
 CSRF: every page carries a token bound to the session (HMAC of the session id); every POST must
-return it. Cross-site pages cannot read it, and with no authentication the Host header must be a
-loopback name, so a DNS-rebinding page cannot either.
+return it, in the form body or the ``X-CSRF-Token`` header (never the query string). Cross-site
+pages cannot read it, and with no authentication the Host header must be a loopback name, so a
+DNS-rebinding page cannot either. A POST whose ``Origin`` header names another site is refused
+as well (:func:`same_origin`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..exceptions import ConfigError
 
@@ -145,6 +148,29 @@ class Guard:
 
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def same_origin(origin: str, hosts: list[str]) -> bool:
+    """Whether an Origin header names one of ``hosts`` (Host header values, ``name[:port]``; a
+    missing port is the origin scheme's default). ``null`` and anything unparsable are not."""
+    try:
+        parts = urlsplit(origin.strip())
+        want = (parts.hostname, parts.port or DEFAULT_PORTS.get(parts.scheme))
+    except ValueError:
+        return False
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+        return False
+    for host in hosts:
+        try:
+            found = urlsplit(f"//{host}")
+            if (found.hostname, found.port or DEFAULT_PORTS[parts.scheme]) == want:
+                return True
+        except ValueError:
+            continue
+    return False
 
 
 def is_loopback(host: str) -> bool:

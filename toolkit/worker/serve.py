@@ -9,9 +9,11 @@ non-zero with a one-line reason and a supervisor restarts it.
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..app import resolve_url
 from ..config import Settings, supabase_api_from_env
@@ -19,10 +21,16 @@ from ..connector import Database
 from ..exceptions import ConfigError, JobkitError, WorkerGaveUp
 from ..handlers import Registry
 from ..queries import queries
+from ..serving import bind
+from ..serving import server as http_server
+from ..serving import url as served_at
 from .backends import Backend
 from .backends.postgres import PostgresBackend
 from .backends.supabase import SupabaseBackend
 from .endpoint import EndpointOptions, WorkerEndpoint
+
+if TYPE_CHECKING:
+    import uvicorn
 
 
 @dataclass(frozen=True)
@@ -93,25 +101,23 @@ def postgres_backend(settings: Settings, options: WorkerOptions) -> PostgresBack
 
 
 def serve(registry: Registry, backend: Backend, options: WorkerOptions) -> None:
-    """Serve the endpoint until SIGTERM/SIGINT (then drain gracefully); raise WorkerGaveUp when the
-    worker gave up."""
-    import uvicorn
-
+    """Take the port, then serve the endpoint until SIGTERM/SIGINT (then drain gracefully); raise
+    WorkerGaveUp when the worker gave up. A busy port is one ConfigError before anything starts."""
     holder: list[uvicorn.Server] = []
 
     def stop(_reason: str) -> None:
         if holder:
             holder[0].should_exit = True
 
-    endpoint = WorkerEndpoint(registry, backend, options.endpoint, on_fatal=stop)
-    config = uvicorn.Config(endpoint.app, host=options.host, port=options.port, lifespan="on",
-                            log_level="info",
-                            timeout_graceful_shutdown=int(options.endpoint.grace.total_seconds()))
-    server = uvicorn.Server(config)
-    holder.append(server)
-    server.run()
+    with bind(options.host, options.port) as sock:
+        endpoint = WorkerEndpoint(registry, backend, options.endpoint, on_fatal=stop)
+        server = http_server(endpoint.app, lifespan="on", log_level="info",
+                             timeout_graceful_shutdown=int(options.endpoint.grace.total_seconds()))
+        holder.append(server)
+        logging.getLogger("jobkit.worker").info("worker on %s", served_at(options.host, sock))
+        server.run(sockets=[sock])
     if endpoint.failure is not None:
         raise WorkerGaveUp(endpoint.failure)
     if not server.started:
         raise ConfigError(f"the worker could not serve on {options.host}:{options.port}",
-                          hint="see the log above; pick a free --port")
+                          hint="see the log above")

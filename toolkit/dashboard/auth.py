@@ -101,7 +101,7 @@ class Guard:
     def csrf_ok(self, identity: Identity, token: str | None) -> bool:
         if identity.bearer:
             return True
-        return bool(token) and hmac.compare_digest(self.csrf_token(identity), token or "")
+        return bool(token) and _equal(self.csrf_token(identity), token or "")
 
     def _verify(self, credential: str) -> Identity:
         if self.config.mode == "token":
@@ -133,9 +133,9 @@ class Guard:
         if len(parts) != 4:
             return None
         session, expires, actor, mac = parts
-        if not hmac.compare_digest(self._mac(f"{session}.{expires}.{actor}"), mac):
+        if not _equal(self._mac(f"{session}.{expires}.{actor}"), mac):
             return None
-        if not expires.isdigit() or int(expires) < time.time():
+        if not (expires.isascii() and expires.isdigit() and len(expires) < 16) or int(expires) < time.time():
             return None
         try:
             return Identity(base64.urlsafe_b64decode(actor + "=" * (-len(actor) % 4)).decode(), session)
@@ -144,6 +144,12 @@ class Guard:
 
     def _mac(self, text: str) -> str:
         return _b64(hmac.new(self._key, text.encode(), hashlib.sha256).digest())
+
+
+def _equal(expected: str, given: str) -> bool:
+    """A constant-time comparison that takes any text (hmac.compare_digest raises TypeError on a
+    str that is not ASCII: a 500 for a CSRF token or cookie of `é`)."""
+    return hmac.compare_digest(expected.encode(), given.encode("utf-8", "replace"))
 
 
 def _b64(data: bytes) -> str:

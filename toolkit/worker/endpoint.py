@@ -358,6 +358,8 @@ def _problem(body: dict[str, Any]) -> str | None:
         (bool(unknown),
          f"unknown field {unknown[0] if unknown else ''!r}; allowed: {', '.join(sorted(_FIELDS))}"),
         (not isinstance(job_type, str) or not job_type, "type must be a non-empty string"),
+        (isinstance(job_type, str) and not _storable(job_type), "type must be text PostgreSQL can store "
+         "(no NUL, valid Unicode)"),
         (max_jobs is not None and (not _is_int(max_jobs) or not 1 <= max_jobs <= 1_000_000),
          "max_jobs must be an integer from 1 to 1000000"),
         (budget_ms is not None and (not _is_int(budget_ms) or not 1 <= budget_ms <= MAX_BUDGET_MS),
@@ -377,6 +379,15 @@ def _malformed(request: Request) -> JSONResponse | None:
     reason = f"malformed {HEADER} header"
     refused.warning("refused /run: %s", reason)
     return JSONResponse({"error": reason}, status_code=401)
+
+
+def _storable(text: str) -> bool:
+    """No job type can hold a NUL or a lone surrogate (PostgreSQL text cannot)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
 
 
 def _is_int(value: Any) -> bool:

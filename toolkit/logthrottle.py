@@ -34,13 +34,15 @@ class Throttle(logging.Filter):
     a count of what was dropped on the next record let through."""
 
     def __init__(self, burst: int = BURST, interval: float = INTERVAL,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, below: int = logging.CRITICAL + 1) -> None:
         super().__init__()
-        self.burst, self.interval, self.clock = burst, interval, clock
+        self.burst, self.interval, self.clock, self.below = burst, interval, clock, below
         self._windows: dict[tuple[int, str], _Window] = {}
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= self.below:  # e.g. uvicorn's errors: never held back
+            return True
         key = (record.levelno, str(record.msg))
         now = self.clock()
         with self._lock:
@@ -61,12 +63,14 @@ class Throttle(logging.Filter):
         return True
 
 
-def install(logger: logging.Logger, burst: int = BURST, interval: float = INTERVAL) -> Throttle:
-    """The logger's Throttle, added once (a second call returns the first)."""
+def install(logger: logging.Logger, burst: int = BURST, interval: float = INTERVAL,
+            below: int = logging.CRITICAL + 1) -> Throttle:
+    """The logger's Throttle (records at level ``below`` and up pass), added once (a second call
+    returns the first)."""
     for found in logger.filters:
         if isinstance(found, Throttle):
             return found
-    throttle = Throttle(burst, interval)
+    throttle = Throttle(burst, interval, below=below)
     logger.addFilter(throttle)
     return throttle
 

@@ -113,7 +113,8 @@ def server(app: Any, *, header_timeout: float = HEADER_TIMEOUT, **config: Any) -
     import uvicorn
 
     built = uvicorn.Config(app, http=guarded_protocol(header_timeout), **config)
-    install(logging.getLogger("uvicorn.error"))  # after Config: it (re)configures uvicorn's loggers
+    # after Config (it configures uvicorn's loggers); its warnings only: an app's error is never held back
+    install(logging.getLogger("uvicorn.error"), below=logging.ERROR)
     return uvicorn.Server(built)
 
 

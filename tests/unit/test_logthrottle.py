@@ -65,3 +65,13 @@ def test_install_is_idempotent() -> None:
     logger = throttled("jobkit.test.once")
     first = install(logger)
     assert install(logger) is first and sum(isinstance(f, Throttle) for f in logger.filters) == 1
+
+
+def test_records_at_the_ceiling_and_up_are_never_held_back(
+        logger: logging.Logger, caplog: pytest.LogCaptureFixture) -> None:
+    logger.addFilter(Throttle(burst=1, interval=60.0, clock=Clock(), below=logging.ERROR))
+    for _ in range(5):
+        logger.warning("Invalid HTTP request received.")
+        logger.error("Exception in ASGI application")
+    assert [r.levelno for r in caplog.records].count(logging.ERROR) == 5
+    assert [r.levelno for r in caplog.records].count(logging.WARNING) == 1

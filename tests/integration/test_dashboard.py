@@ -116,6 +116,7 @@ def test_every_page_renders_with_security_headers(open_client: TestClient, seede
         assert "script-src 'self'" in response.headers["content-security-policy"]
         assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
         assert response.headers["x-frame-options"] == "DENY"
+        assert response.headers["referrer-policy"] == "same-origin"  # no-referrer makes Origin "null"
     overview = open_client.get("/", headers=HTML).text
     for job_type in ("send_email", "resize_image", "sync_crm"):
         assert job_type in overview

@@ -47,7 +47,9 @@ SECURITY_HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    # same-origin, not no-referrer: under no-referrer browsers send `Origin: null` with every form
+    # POST, which the Origin check refuses; same-origin still sends nothing to other sites
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 ]
 log = logging.getLogger("jobkit.dashboard")

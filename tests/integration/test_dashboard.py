@@ -5,6 +5,7 @@ payload search, and that no GET changes anything. The real-browser run is tests/
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import time
 from collections.abc import Iterator
@@ -115,6 +116,7 @@ def test_every_page_renders_with_security_headers(open_client: TestClient, seede
         assert "script-src 'self'" in response.headers["content-security-policy"]
         assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
         assert response.headers["x-frame-options"] == "DENY"
+        assert response.headers["referrer-policy"] == "same-origin"  # no-referrer makes Origin "null"
     overview = open_client.get("/", headers=HTML).text
     for job_type in ("send_email", "resize_image", "sync_crm"):
         assert job_type in overview
@@ -446,3 +448,129 @@ def test_pause_and_resume_a_type_from_the_overview(open_client: TestClient, seed
         ("pause_type", {"type": "send_email", "key": None}, 1),
         ("resume_type", {"type": "send_email", "key": None}, 1)]
     assert open_client.post("/types/active", data={**form, "type": "not a type!"}).status_code == 400
+
+
+# ---- issue 21: hostile input, CSRF and Origin, refusals in the log, a busy port ------------------
+
+def _quiet_client(url: str, **options: Any) -> Iterator[TestClient]:
+    """A client that turns a server error into a 500 response (not an exception in the test)."""
+    dashboard = Dashboard(url, Settings(db_url=url), **options)
+    with TestClient(dashboard.app, base_url="http://127.0.0.1", follow_redirects=False,
+                    raise_server_exceptions=False) as client:
+        yield client
+    dashboard.close()
+
+
+def _no_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    bad = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert not bad, [r.getMessage()[:200] for r in bad]
+
+
+def test_hostile_filters_and_counts_are_4xx_without_a_traceback(seeded: str,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """Found 5: a payload filter of 100,000 `[`, matched=² and a matched of 5,000 digits were 500s."""
+    caplog.set_level(logging.WARNING)
+    before = fingerprint(seeded)
+    for client in _quiet_client(seeded):
+        form = {"csrf": csrf(client), "verb": "delete", "scope": "filter"}
+        deep = client.post("/actions/confirm", data={**form, "payload": "[" * 100_000})  # 300 KB encoded
+        assert deep.status_code == 413 and "larger than" in deep.text, deep.text[:300]
+        deep = client.post("/actions/confirm", files={"payload": (None, "[" * 100_000)}, data=form)
+        assert deep.status_code == 400 and "payload filter" in deep.text, deep.text[:300]
+        deep = client.get("/jobs", params={"payload": "[" * 20_000}, headers=HTML)  # httpx's URL limit
+        assert deep.status_code == 400 and "payload filter" in deep.text, deep.text[:300]
+        nested = client.get("/jobs", params={"payload": "[" * 5_000 + "]" * 5_000}, headers=HTML)
+        assert nested.status_code == 400 and "nested too deeply" in nested.text
+        huge = client.get("/jobs", params={"payload": '{"a": ' + "1" * 5_000 + "}"}, headers=HTML)
+        assert huge.status_code == 400 and "not JSON" in huge.text
+        for matched in ("²", "9" * 5_000, "١٢", "-1", "1e3"):
+            run = client.post("/actions/run", data={**form, "matched": matched})
+            assert run.status_code == 400 and "matched must be the count" in run.text, (matched, run.text[:300])
+        assert client.get("/actions/" + "9" * 5_000, headers=HTML).status_code == 404
+        assert client.get(f"/actions/{'9' * 5_000}/progress", headers=HTML).status_code == 404
+    assert fingerprint(seeded) == before
+    _no_traceback(caplog)
+
+
+def test_csrf_comes_only_from_the_form_or_a_header(open_client: TestClient, seeded: str) -> None:
+    """Found 7: a token in the query string was accepted; it ends up in logs, history and Referer."""
+    token = csrf(open_client)
+    before = fingerprint(seeded)
+    form = {"verb": "delete", "scope": "filter", "type": "send_email", "status": "dead"}
+    in_query = open_client.post(f"/actions/confirm?csrf={token}", data=form)
+    assert in_query.status_code == 403 and "CSRF" in in_query.text
+    assert open_client.post(f"/types/active?csrf={token}", data={"type": "send_email", "active": "false"}
+                            ).status_code == 403
+    assert fingerprint(seeded) == before
+    by_header = open_client.post("/actions/confirm", data=form, headers={"x-csrf-token": token})
+    assert by_header.status_code == 200 and 'name="matched" value="20"' in by_header.text
+    assert open_client.post("/actions/confirm", data=form, headers={"x-csrf-token": "forged"}).status_code == 403
+
+
+@pytest.mark.parametrize("origin", ["https://evil.example", "http://127.0.0.1:9999", "null",
+                                    "http://127.0.0.1.evil.example", "not a url"])
+def test_a_post_from_another_origin_is_403(open_client: TestClient, seeded: str, origin: str) -> None:
+    """Found 7: Origin was not checked; it is now whenever a browser sends it."""
+    token = csrf(open_client)
+    before = fingerprint(seeded)
+    form = {"csrf": token, "type": "send_email", "active": "false"}
+    refused = open_client.post("/types/active", data=form, headers={"origin": origin})
+    assert refused.status_code == 403 and "Origin" in refused.text
+    assert fingerprint(seeded) == before
+    assert open_client.post("/types/active", data=form, headers={"origin": "http://127.0.0.1"}).status_code == 303
+    assert open_client.post("/types/active", data={**form, "active": "true"}).status_code == 303  # no Origin
+
+
+def test_origin_behind_a_proxy_and_on_the_login_form(token_client: TestClient) -> None:
+    login = {"credential": TOKEN, "next": "/jobs"}
+    assert token_client.post("/login", data=login, headers={"origin": "https://evil.example"}).status_code == 403
+    proxied = {"origin": "https://ops.example.org", "x-forwarded-host": "ops.example.org"}
+    assert token_client.post("/login", data=login, headers=proxied).status_code == 303
+    assert token_client.post("/login", data=login, headers={"origin": "http://127.0.0.1:80"}).status_code == 303
+
+
+def test_refused_requests_write_few_log_lines(open_client: TestClient, token_client: TestClient,
+                                              caplog: pytest.LogCaptureFixture,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found 7: every refusal wrote a WARNING. Refusals are logged, at most a burst per interval."""
+    from jobkit.logthrottle import BURST, Throttle
+
+    logger = logging.getLogger("jobkit.dashboard.refused")
+    assert any(isinstance(f, Throttle) for f in logger.filters)
+    monkeypatch.setattr(logger, "filters", [Throttle()])  # not what earlier tests used up
+    caplog.set_level(logging.WARNING, logger="jobkit")
+    for _ in range(200):
+        open_client.post("/actions/run", data={"csrf": "forged", "verb": "delete", "scope": "filter"})
+        token_client.post("/login", data={"credential": "wrong"})
+        token_client.get("/jobs", headers={"authorization": "Bearer wrong"})
+    refusals = [r.getMessage() for r in caplog.records if r.name == "jobkit.dashboard.refused"]
+    assert any("CSRF" in m for m in refusals) and any("wrong credential" in m for m in refusals)
+    assert 3 <= len(refusals) <= 3 * BURST, len(refusals)
+
+
+def test_a_form_without_length_or_too_large_is_refused(open_client: TestClient, seeded: str) -> None:
+    from jobkit.dashboard.app import MAX_FORM
+
+    token = csrf(open_client)
+    big = open_client.post("/actions/confirm", data={"csrf": token, "verb": "delete", "x": "a" * MAX_FORM})
+    assert big.status_code == 413
+
+    def chunks() -> Iterator[bytes]:
+        yield f"csrf={token}&verb=delete&scope=filter".encode()
+
+    assert open_client.post("/actions/confirm", content=chunks(),
+                            headers={"content-type": "application/x-www-form-urlencoded"}).status_code == 411
+
+
+def test_dashboard_on_a_busy_port_is_one_line_and_exit_1(seeded: str) -> None:
+    """Found 16: it printed its URL, then failed to bind and exited 3."""
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(cli, ["dashboard", "--port", str(port), "--db-url", seeded])
+    assert result.exit_code == 1, result.output
+    assert f"port {port} on 127.0.0.1 is already in use" in result.output and "hint:" in result.output
+    assert "jobkit dashboard on" not in result.output and "Traceback" not in result.output

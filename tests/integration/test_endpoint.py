@@ -5,6 +5,7 @@ database's state, keys read from the database and their rotation."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -202,3 +203,74 @@ def test_signature_is_hmac_sha256_over_timestamp_and_body() -> None:
     header = sign("k" * 32, b'{"a":1}', t=1700000000)
     expected = hmac.new(b"k" * 32, b'1700000000.{"a":1}', hashlib.sha256).hexdigest()
     assert header == f"t=1700000000,v1={expected}"
+
+
+# ---- issue 21: refusals in the log, hostile headers and bodies, a busy port -----------------------
+
+def test_refused_wake_ups_write_few_log_lines(client: TestClient, caplog: pytest.LogCaptureFixture,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found 7: every refused /run wrote a WARNING (about 1,000 lines a second from anyone)."""
+    from jobkit.logthrottle import BURST, Throttle
+
+    logger = logging.getLogger("jobkit.worker.refused")
+    assert any(isinstance(f, Throttle) for f in logger.filters)
+    monkeypatch.setattr(logger, "filters", [Throttle()])  # not what earlier tests used up
+    caplog.set_level(logging.WARNING, logger="jobkit")
+    raw = json.dumps({"type": "echo"}).encode()
+    for i in range(300):
+        header = {HEADER: "t=abc,v1=zz"} if i % 2 else signed_headers("another-secret-0123456789abcdef01234", raw)
+        assert client.post("/run", content=raw, headers=header).status_code == 401
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("jobkit.worker")]
+    assert 1 <= len(lines) <= BURST and all(line.startswith("refused /run") for line in lines), lines
+
+
+@pytest.mark.parametrize("header", ["t=" + "1" * 5_000 + ",v1=" + "a" * 64, "t=²,v1=" + "a" * 64,
+                                    "t=1700000000,v1=" + "é" * 64, "x" * 100_000])
+def test_hostile_signature_headers_are_401(client: TestClient, header: str,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING)
+    raw = json.dumps({"type": "echo"}).encode()
+    response = client.post("/run", content=raw, headers={HEADER: header.encode("latin-1", "replace")})
+    assert response.status_code == 401 and "malformed" in response.json()["error"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+def test_a_large_body_is_refused_without_reading_it(client: TestClient) -> None:
+    import asyncio
+
+    from jobkit.serving import read_body
+    from jobkit.worker.endpoint import MAX_BODY
+    from starlette.requests import Request
+
+    received: list[int] = []
+
+    async def receive() -> dict[str, Any]:  # no Content-Length (chunked): 4 KB at a time, 4 MB in all
+        received.append(1)
+        return {"type": "http.request", "body": b" " * 4096, "more_body": len(received) < 1000}
+
+    request = Request({"type": "http", "method": "POST", "headers": []}, receive)
+    assert asyncio.run(read_body(request, MAX_BODY)) is None
+    assert len(received) * 4096 <= MAX_BODY + 4096  # stopped reading at the limit
+    chunked = client.post("/run", content=iter([b" " * 4096] * 100), headers={HEADER: "t=1,v1=" + "a" * 64})
+    assert chunked.status_code == 413 and "larger than" in chunked.json()["error"]
+    declared = client.post("/run", content=b"{}", headers={"content-length": str(10**9)})
+    assert declared.status_code == 413
+
+
+def test_worker_on_a_busy_port_is_one_line_and_exit_1(db_url: str) -> None:
+    """Found 16 (the worker's side): a busy port surfaced as uvicorn's log line and exit 3, after
+    the worker had connected; now it is refused before anything starts."""
+    import socket
+
+    from click.testing import CliRunner
+    from jobkit.cli import cli
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(cli, ["worker", "serve", "e2e_handlers:jobs", "--port", str(port),
+                                          "--db-url", db_url])
+    assert result.exit_code == 1, result.output
+    assert f"port {port} on 127.0.0.1 is already in use" in result.output and "hint:" in result.output
+    assert "Traceback" not in result.output

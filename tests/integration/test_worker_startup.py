@@ -57,4 +57,4 @@ def test_a_busy_port_is_one_line(db_url: str) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         done = _serve("fault_handlers:jobs", db_url, port)
-    _one_line(done, f"the worker cannot serve on 127.0.0.1:{port}: Address already in use")
+    _one_line(done, f"port {port} on 127.0.0.1 is already in use")

@@ -34,11 +34,12 @@ from ..connector import Database, SessionPool
 from ..cron.pg_cron import CronJobs
 from ..durations import format_time
 from ..exceptions import ConfigError, ConnectionFailed, JobkitError, NotFound
+from ..logthrottle import throttled
 from ..ops import pauses
 from ..ops.admin import tries
 from ..queries import queries
 from . import actions, data
-from .auth import COOKIE, SESSION_SECONDS, AuthConfig, Guard, Identity, Refused, is_loopback
+from .auth import COOKIE, SESSION_SECONDS, AuthConfig, Guard, Identity, Refused, is_loopback, same_origin
 from .filters import JobFilter, parse_ids
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -47,10 +48,14 @@ SECURITY_HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    # same-origin, not no-referrer: under no-referrer browsers send `Origin: null` with every form
+    # POST, which the Origin check refuses; same-origin still sends nothing to other sites
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 ]
 log = logging.getLogger("jobkit.dashboard")
+refused = throttled("jobkit.dashboard.refused")  # anyone can cause these: rate-limited
+MAX_FORM = 256 * 1024  # bytes of a POST body; 1,000 selected job ids take about 45 KB
 WINDOWS = {"1h": timedelta(hours=1), "1d": timedelta(days=1)}
 
 
@@ -112,8 +117,9 @@ class Dashboard:
             Route("/actions", self._route(self.audit), methods=get),
             Route("/actions/confirm", self._route(self.confirm, post=True), methods=post),
             Route("/actions/run", self._route(self.run_action, post=True), methods=post),
-            Route("/actions/{id:int}", self._route(self.action), methods=get),
-            Route("/actions/{id:int}/progress", self._route(self.action_progress), methods=get),
+            # {id}, not {id:int}: starlette's int() of a 5,000-digit path raised (a 500); _progress checks it
+            Route("/actions/{id}", self._route(self.action), methods=get),
+            Route("/actions/{id}/progress", self._route(self.action_progress), methods=get),
             Route("/schedules", self._route(self.schedules), methods=get),
             Route("/schedules/active", self._route(self.schedule_active, post=True), methods=post),
             Route("/types/active", self._route(self.type_active, post=True), methods=post),
@@ -126,28 +132,40 @@ class Dashboard:
 
     def _route(self, handler: Handler, *, post: bool = False) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            if refused := self._host_refused(request):
+            if refused := self._host_refused(request) or _origin_refused(request):
                 return refused
             identity = self.guard.identify(request.headers.get("authorization"), request.cookies.get(COOKIE))
             if identity is None:
                 return self._unauthenticated(request)
-            call = Call(request, identity, await _form(request) if post else {})
-            if post and self.read_only:
-                return PlainTextResponse("read-only dashboard: actions are off", status_code=403)
-            if post and not self.guard.csrf_ok(identity, call.arg("csrf")):
-                return PlainTextResponse("missing or wrong CSRF token: reload the page and try again",
-                                         status_code=403)
-            return await run_in_threadpool(self._handle, handler, call)
+            form = await _form(request) if post else {}
+            if isinstance(form, Response):
+                return form
+            if post and (refused := self._post_refused(request, identity, form)):
+                return refused
+            return await run_in_threadpool(self._handle, handler, Call(request, identity, form))
         return endpoint
 
     def _open(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         """A route that needs no session (the login page)."""
         async def endpoint(request: Request) -> Response:
-            if refused := self._host_refused(request):
+            if refused := self._host_refused(request) or _origin_refused(request):
                 return refused
             form = await _form(request) if request.method == "POST" else {}
+            if isinstance(form, Response):
+                return form
             return await run_in_threadpool(self._handle, handler, Call(request, Identity("", ""), form))
         return endpoint
+
+    def _post_refused(self, request: Request, identity: Identity,
+                      form: dict[str, list[str]]) -> Response | None:
+        """The read-only switch, then the CSRF token: from the form body or the X-CSRF-Token header
+        only (never the query string, which ends up in logs, history and Referer headers)."""
+        if self.read_only:
+            return PlainTextResponse("read-only dashboard: actions are off", status_code=403)
+        token = (form.get("csrf") or [request.headers.get("x-csrf-token", "")])[0]
+        if self.guard.csrf_ok(identity, token):
+            return None
+        return _refuse(request, 403, "missing or wrong CSRF token: reload the page and try again")
 
     def _handle(self, handler: Handler, call: Call) -> Response:
         self._ensure_open()
@@ -174,9 +192,11 @@ class Dashboard:
         """Without authentication only loopback Host names are served (no DNS rebinding)."""
         if self.guard.required or is_loopback(request.url.hostname or ""):
             return None
-        return PlainTextResponse("this dashboard answers loopback host names only", status_code=421)
+        return _refuse(request, 421, "this dashboard answers loopback host names only")
 
     def _unauthenticated(self, request: Request) -> Response:
+        if request.headers.get("authorization"):
+            refused.warning("refused %s %r: wrong credential", request.method, request.url.path[:200])
         if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
             base = _base(request)
             path = request.url.path[len(base):] if request.url.path.startswith(base) else request.url.path
@@ -245,12 +265,9 @@ class Dashboard:
 
     def run_action(self, call: Call) -> Response:
         action = self._action(call)
-        matched = call.arg("matched") or "0"
-        if not matched.isdigit():
-            raise ConfigError("matched must be the count the confirmation page showed",
-                              hint="confirm the action again from the jobs page")
+        matched = _count(call.arg("matched") or "0")
         with self.pool.session() as s:
-            audit_id = actions.start(s, self.schema, action, self._actor(call), int(matched))
+            audit_id = actions.start(s, self.schema, action, self._actor(call), matched)
         self.executor.submit(actions.run, self.pool, self.schema, audit_id, action).add_done_callback(
             functools.partial(_log_failure, audit_id))
         return RedirectResponse(f"{_base(call.request)}/actions/{audit_id}", status_code=303)
@@ -312,6 +329,8 @@ class Dashboard:
         try:
             identity, cookie = self.guard.login(call.arg("credential"))
         except Refused:
+            refused.warning("refused %s %r: wrong credential", call.request.method,
+                            call.request.url.path[:200])
             return self.render(call, "login.html", status=401, next=_safe_next(call.arg("next")),
                                failed=True, mode=self.guard.config.mode)
         response = RedirectResponse(f"{_base(call.request)}{_safe_next(call.arg('next'))}", status_code=303)
@@ -332,7 +351,10 @@ class Dashboard:
         return actions.Action(verb, tuple(parse_ids(call.form.get("ids", []))))
 
     def _progress(self, call: Call) -> dict[str, Any]:
-        audit_id = int(call.request.path_params["id"])
+        text = str(call.request.path_params["id"])
+        if not (text.isascii() and text.isdigit() and len(text) <= 18):
+            raise NotFound(f"no action {text[:40]!r}", hint="see the actions page")
+        audit_id = int(text)
         with self.pool.session() as s:
             row = actions.progress(s, self.schema, audit_id)
         if row is None:
@@ -381,13 +403,45 @@ def create_dashboard(url: str, settings: Settings, **options: Any) -> Dashboard:
     return Dashboard(url, settings, **options)
 
 
-async def _form(request: Request) -> dict[str, list[str]]:
+async def _form(request: Request) -> dict[str, list[str]] | Response:
+    """The POST's form fields, or a 411/413 for a body without a length or over MAX_FORM bytes."""
+    declared = request.headers.get("content-length")
+    if declared is None and "transfer-encoding" in request.headers:
+        return PlainTextResponse("a form needs a Content-Length header", status_code=411)
+    if declared is not None and not (declared.isascii() and declared.isdigit() and len(declared) < 20):
+        return PlainTextResponse("Content-Length is not a number", status_code=400)
+    if int(declared or 0) > MAX_FORM:
+        return PlainTextResponse(f"the form is larger than {MAX_FORM} bytes", status_code=413)
     form = await request.form()
     found: dict[str, list[str]] = {}
     for key, value in form.multi_items():
         if isinstance(value, str):
             found.setdefault(key, []).append(value)
     return found
+
+
+def _origin_refused(request: Request) -> Response | None:
+    """A POST whose Origin (sent by every browser) is not this dashboard's: 403."""
+    origin = request.headers.get("origin")
+    if request.method != "POST" or origin is None:
+        return None
+    hosts = [request.headers.get("host", ""), request.headers.get("x-forwarded-host", "").split(",")[0]]
+    if same_origin(origin, [h.strip() for h in hosts if h.strip()]):
+        return None
+    return _refuse(request, 403, "cross-origin request refused: its Origin is not this dashboard")
+
+
+def _refuse(request: Request, status: int, message: str) -> Response:
+    refused.warning("refused %s %r: %s", request.method, request.url.path[:200], message)
+    return PlainTextResponse(message, status_code=status)
+
+
+def _count(text: str) -> int:
+    """The confirmed count a run form carries back: a plain decimal number of a sane size."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 12):
+        raise ConfigError("matched must be the count the confirmation page showed",
+                          hint="confirm the action again from the jobs page")
+    return int(text)
 
 
 def _base(request: Request) -> str:

@@ -8,8 +8,10 @@ dashboard processes accept each other's sessions and changing the secret signs e
 clients may send ``Authorization: Bearer`` instead.
 
 CSRF: every page carries a token bound to the session (HMAC of the session id); every POST must
-return it. Cross-site pages cannot read it, and with no authentication the Host header must be a
-loopback name, so a DNS-rebinding page cannot either.
+return it, in the form body or the ``X-CSRF-Token`` header (never the query string). Cross-site
+pages cannot read it, and with no authentication the Host header must be a loopback name, so a
+DNS-rebinding page cannot either. A POST whose ``Origin`` header names another site is refused
+as well (:func:`same_origin`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..exceptions import ConfigError
 
@@ -98,7 +101,7 @@ class Guard:
     def csrf_ok(self, identity: Identity, token: str | None) -> bool:
         if identity.bearer:
             return True
-        return bool(token) and hmac.compare_digest(self.csrf_token(identity), token or "")
+        return bool(token) and _equal(self.csrf_token(identity), token or "")
 
     def _verify(self, credential: str) -> Identity:
         if self.config.mode == "token":
@@ -130,9 +133,9 @@ class Guard:
         if len(parts) != 4:
             return None
         session, expires, actor, mac = parts
-        if not hmac.compare_digest(self._mac(f"{session}.{expires}.{actor}"), mac):
+        if not _equal(self._mac(f"{session}.{expires}.{actor}"), mac):
             return None
-        if not expires.isdigit() or int(expires) < time.time():
+        if not (expires.isascii() and expires.isdigit() and len(expires) < 16) or int(expires) < time.time():
             return None
         try:
             return Identity(base64.urlsafe_b64decode(actor + "=" * (-len(actor) % 4)).decode(), session)
@@ -143,8 +146,37 @@ class Guard:
         return _b64(hmac.new(self._key, text.encode(), hashlib.sha256).digest())
 
 
+def _equal(expected: str, given: str) -> bool:
+    """A constant-time comparison that takes any text (hmac.compare_digest raises TypeError on a
+    str that is not ASCII: a 500 for a CSRF token or cookie of `é`)."""
+    return hmac.compare_digest(expected.encode(), given.encode("utf-8", "replace"))
+
+
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def same_origin(origin: str, hosts: list[str]) -> bool:
+    """Whether an Origin header names one of ``hosts`` (Host header values, ``name[:port]``; a
+    missing port is the origin scheme's default). ``null`` and anything unparsable are not."""
+    try:
+        parts = urlsplit(origin.strip())
+        want = (parts.hostname, parts.port or DEFAULT_PORTS.get(parts.scheme))
+    except ValueError:
+        return False
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+        return False
+    for host in hosts:
+        try:
+            found = urlsplit(f"//{host}")
+            if (found.hostname, found.port or DEFAULT_PORTS[parts.scheme]) == want:
+                return True
+        except ValueError:
+            continue
+    return False
 
 
 def is_loopback(host: str) -> bool:

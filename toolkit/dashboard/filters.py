@@ -18,6 +18,8 @@ from ..exceptions import ConfigError
 from ..jobs import Status
 
 FIELDS = ("type", "status", "since", "until", "worker", "error", "payload")
+MAX_FIELD = 1000  # characters of one filter field (a payload filter is JSON: more room)
+MAX_PAYLOAD = 10_000
 
 #: The states each action applies to (the SQL functions check them again, row by row).
 ACTION_STATES: dict[str, tuple[str, ...]] = {
@@ -41,7 +43,7 @@ class JobFilter:
 
     @classmethod
     def parse(cls, values: Mapping[str, Any]) -> JobFilter:
-        found = cls(**{name: str(values.get(name) or "").strip() for name in FIELDS})
+        found = cls(**{name: _field(name, values.get(name)) for name in FIELDS})
         found.params()  # raises on bad input before anything runs
         return found
 
@@ -77,6 +79,17 @@ def parse_ids(values: list[str]) -> list[UUID]:
         raise ConfigError("a selected job id is not a UUID", hint="select jobs from the jobs page") from None
 
 
+def _field(name: str, value: Any) -> str:
+    text = str(value or "").strip()
+    limit = MAX_PAYLOAD if name == "payload" else MAX_FIELD
+    if len(text) > limit:
+        raise ConfigError(f"the {name} filter is longer than {limit} characters",
+                          hint="filter on something shorter")
+    if "\x00" in text:
+        raise ConfigError(f"the {name} filter contains a NUL character", hint="remove it")
+    return text
+
+
 def _time(text: str, name: str) -> datetime | None:
     if not text:
         return None
@@ -94,8 +107,11 @@ def _payload(text: str) -> Any:
         return None
     try:
         value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"payload filter is not JSON: {exc.msg}",
+    except RecursionError:
+        raise ConfigError("payload filter is nested too deeply",
+                          hint='write a JSON object the payload contains, e.g. {"user_id": 42}') from None
+    except ValueError as exc:  # JSONDecodeError, or a number of more than 4,300 digits
+        raise ConfigError(f"payload filter is not JSON: {getattr(exc, 'msg', None) or exc}",
                           hint='write a JSON object the payload contains, e.g. {"user_id": 42}') from None
     if not isinstance(value, dict):
         raise ConfigError("payload filter must be a JSON object",

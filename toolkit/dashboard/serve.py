@@ -1,4 +1,4 @@
-"""Serving the dashboard on its own: the start-up checks, then uvicorn."""
+"""Serving the dashboard on its own: the start-up checks, the port, then uvicorn."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from ..config import Settings
 from ..exceptions import ConfigError
+from ..serving import bind, server
+from ..serving import url as served_at
 from .app import Dashboard
 from .auth import AuthConfig, is_loopback
 
@@ -42,16 +44,14 @@ def check(options: DashboardOptions) -> None:
 
 def serve(url: str, settings: Settings, options: DashboardOptions,
           echo: Callable[[str], None] = print) -> None:
-    import uvicorn
-
+    """Check, connect, take the port, then say where it is served and serve until Ctrl-C."""
     check(options)
     dashboard = Dashboard(url, settings, auth=options.auth(), read_only=options.read_only)
-    dashboard.open()  # fail now, with the connection error, not at the first page
-    shown = f"[{options.host}]" if ":" in options.host else options.host
-    echo(f"jobkit dashboard on http://{shown}:{options.port}/ ({options.auth().mode} auth"
-         f"{', read-only' if options.read_only else ''}); Ctrl-C stops it")
     try:
-        uvicorn.run(dashboard.app, host=options.host, port=options.port, log_level="warning",
-                    access_log=False)
+        dashboard.open()  # fail now, with the connection error, not at the first page
+        with bind(options.host, options.port) as sock:  # a busy port: one line, exit 1, no URL printed
+            echo(f"jobkit dashboard on {served_at(options.host, sock)} ({options.auth().mode} auth"
+                 f"{', read-only' if options.read_only else ''}); Ctrl-C stops it")
+            server(dashboard.app, log_level="warning", access_log=False).run(sockets=[sock])
     finally:
         dashboard.close()

@@ -38,6 +38,8 @@ from starlette.routing import Route
 from ..durations import format_duration
 from ..exceptions import ConnectionFailed, JobkitError, WorkerGaveUp
 from ..handlers import Registry
+from ..logthrottle import throttled
+from ..serving import read_body
 from .backends import Backend
 from .dispatch import Dispatcher
 from .drain import Drainer
@@ -47,8 +49,10 @@ from .signing import HEADER, WINDOW, Verifier
 from .supervise import TaskState, supervise
 
 log = logging.getLogger("jobkit.worker")
+refused = throttled("jobkit.worker.refused")  # anyone can cause these: rate-limited
 MAX_BUDGET_MS = 15 * 60 * 1000
 MAX_BODY = 64 * 1024  # bytes; a wake-up body is about 150
+MAX_SIGNATURE = 256  # characters of the signature header; a real one is about 80
 KEYS_REFRESH = 60.0  # seconds between re-reads of the signing keys
 KEYS_MIN_AGE = 0.1  # a signature no key matches re-reads them, at most this often
 HEALTH_EVERY = 5.0  # seconds between database checks
@@ -217,10 +221,10 @@ class WorkerEndpoint:
 
     async def run(self, request: Request) -> JSONResponse:
         drainer = await self.start()
-        body = await request.body()
-        if len(body) > MAX_BODY:
+        body = await read_body(request, MAX_BODY)
+        if body is None:
             return JSONResponse({"error": f"the body is larger than {MAX_BODY} bytes"}, status_code=413)
-        denied = await self._authenticate(request, body)
+        denied = _malformed(request) or await self._authenticate(request, body)
         if denied is not None:
             return denied
         parsed = _parse_run(body, self.options.budget)
@@ -256,7 +260,7 @@ class WorkerEndpoint:
             verdict = self._verifier.check(header, body, await self._reread_keys())
         if verdict.ok:
             return None
-        log.warning("refused /run: %s", verdict.reason)
+        refused.warning("refused /run: %s", verdict.reason)
         return JSONResponse({"error": verdict.reason}, status_code=401)
 
     async def _reread_keys(self) -> list[str]:
@@ -407,6 +411,8 @@ def _problem(body: dict[str, Any]) -> str | None:
         (bool(unknown),
          f"unknown field {unknown[0] if unknown else ''!r}; allowed: {', '.join(sorted(_FIELDS))}"),
         (not isinstance(job_type, str) or not job_type, "type must be a non-empty string"),
+        (isinstance(job_type, str) and not _storable(job_type), "type must be text PostgreSQL can store "
+         "(no NUL, valid Unicode)"),
         (max_jobs is not None and (not _is_int(max_jobs) or not 1 <= max_jobs <= 1_000_000),
          "max_jobs must be an integer from 1 to 1000000"),
         (budget_ms is not None and (not _is_int(budget_ms) or not 1 <= budget_ms <= MAX_BUDGET_MS),
@@ -415,6 +421,26 @@ def _problem(body: dict[str, Any]) -> str | None:
          "at must be a Unix time in seconds"),
     ]
     return next((message for failed, message in checks if failed), None)
+
+
+def _malformed(request: Request) -> JSONResponse | None:
+    """A 401 for a signature header that cannot be one (the database sends ``t=<10 digits>,v1=<64
+    hex>``): bounded and plain ASCII before anything parses it."""
+    header = request.headers.get(HEADER)
+    if header is None or (len(header) <= MAX_SIGNATURE and header.isascii() and header.isprintable()):
+        return None
+    reason = f"malformed {HEADER} header"
+    refused.warning("refused /run: %s", reason)
+    return JSONResponse({"error": reason}, status_code=401)
+
+
+def _storable(text: str) -> bool:
+    """No job type can hold a NUL or a lone surrogate (PostgreSQL text cannot)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
 
 
 def _is_int(value: Any) -> bool:

@@ -9,14 +9,14 @@ non-zero with a one-line reason and a supervisor restarts it.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import signal
-import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from ..app import resolve_url
 from ..config import Settings, supabase_api_from_env
@@ -24,10 +24,16 @@ from ..connector import Database
 from ..exceptions import ConfigError, JobkitError, WorkerGaveUp
 from ..handlers import Registry
 from ..queries import queries
+from ..serving import bind
+from ..serving import server as http_server
+from ..serving import url as served_at
 from .backends import Backend
 from .backends.postgres import PostgresBackend
 from .backends.supabase import SupabaseBackend
 from .endpoint import EndpointOptions, WorkerEndpoint
+
+if TYPE_CHECKING:
+    import uvicorn
 
 
 @dataclass(frozen=True)
@@ -105,22 +111,15 @@ def check_database(settings: Settings) -> None:
 
 
 def check_port(host: str, port: int) -> None:
-    """Bind the address once before serving: a busy port is one line and exit 1, not uvicorn's
-    banner, its error and exit 3."""
-    try:
-        family, kind, proto, _name, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-        with socket.socket(family, kind, proto) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
-            sock.bind(address)
-    except OSError as exc:
-        raise ConfigError(f"the worker cannot serve on {host}:{port}: {exc.strerror or exc}",
-                          hint="pick a free --port (or stop what listens there), or fix --host") from None
+    """Bind the address once before anything else: a busy port is one line and exit 1, not
+    uvicorn's banner, its error and exit 3 (serve() binds again and keeps the socket)."""
+    bind(host, port).close()
 
 
 def serve(registry: Registry, backend: Backend, options: WorkerOptions) -> None:
-    """Serve the endpoint until SIGTERM/SIGINT (then drain gracefully; a second signal exits at
-    once); raise WorkerGaveUp when the worker gave up."""
+    """Take the port, then serve the endpoint until SIGTERM/SIGINT (then drain gracefully; a second
+    signal exits at once); raise WorkerGaveUp when the worker gave up. A busy port is one
+    ConfigError before anything starts."""
     import asyncio
 
     import uvicorn
@@ -131,34 +130,33 @@ def serve(registry: Registry, backend: Backend, options: WorkerOptions) -> None:
         if holder:
             holder[0].should_exit = True
 
-    endpoint = WorkerEndpoint(registry, backend, options.endpoint, on_fatal=stop, exits_process=True)
-    config = uvicorn.Config(endpoint.app, host=options.host, port=options.port, lifespan="on",
-                            log_level="info",
-                            timeout_graceful_shutdown=int(options.endpoint.grace.total_seconds()))
-
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             if self.should_exit:  # a second SIGINT/SIGTERM (uvicorn would only stop waiting for requests)
                 exit_at_once(endpoint, sig)
             super().handle_exit(sig, frame)
 
-    server = Server(config)
-    holder.append(server)
+    with bind(options.host, options.port) as sock:
+        endpoint = WorkerEndpoint(registry, backend, options.endpoint, on_fatal=stop, exits_process=True)
+        server = http_server(endpoint.app, server_class=Server, lifespan="on", log_level="info",
+                             timeout_graceful_shutdown=int(options.endpoint.grace.total_seconds()))
+        holder.append(server)
 
-    async def run() -> None:
-        await endpoint.start()  # a failure here is one line (uvicorn's lifespan would print a traceback)
-        await server.serve()
+        async def run() -> None:
+            await endpoint.start()  # a failure here is one line (uvicorn's lifespan would print a traceback)
+            logging.getLogger("jobkit.worker").info("worker on %s", served_at(options.host, sock))
+            await server.serve(sockets=[sock])
 
-    try:
-        asyncio.run(run())
-    except SystemExit:  # uvicorn's own (the port was taken since check_port, say): it logged why
-        if server.started:
-            raise
+        try:
+            asyncio.run(run())
+        except SystemExit:  # uvicorn's own: it logged why
+            if server.started:
+                raise
     if endpoint.failure is not None:
         raise WorkerGaveUp(endpoint.failure)
     if not server.started:
         raise ConfigError(f"the worker could not serve on {options.host}:{options.port}",
-                          hint="see the log above; pick a free --port")
+                          hint="see the log above")
 
 
 def exit_at_once(endpoint: WorkerEndpoint, sig: int) -> NoReturn:

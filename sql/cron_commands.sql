@@ -21,4 +21,4 @@ select {{ s }}.sweep_dead()
 select {{ s }}.prune({{ retention | literal }}::interval), {{ s }}.prune_wakeups({{ retention | literal }}::interval)
 
 -- name: prune_cron_history
-delete from cron.job_run_details d using cron.job j where d.jobid = j.jobid and j.jobname::pg_catalog.text like {{ prefix_like | literal }} and j.database = {{ database | literal }} and d.end_time < pg_catalog.now() - {{ retention | literal }}::interval
+delete from cron.job_run_details d using cron.job j where d.jobid operator(pg_catalog.=) j.jobid and j.jobname::pg_catalog.text operator(pg_catalog.~~) {{ prefix_like | literal }} and j.database operator(pg_catalog.=) {{ database | literal }} and d.end_time operator(pg_catalog.<) (pg_catalog.now() operator(pg_catalog.-) {{ retention | literal }}::interval)

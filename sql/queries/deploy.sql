@@ -94,7 +94,7 @@ from pg_catalog.pg_index i
 where i.indexrelid operator(pg_catalog.=) pg_catalog.to_regclass({{ (s ~ ".jobs_payload_idx") | literal }})::pg_catalog.oid
 
 -- name: payload_index_create
-create index concurrently if not exists jobs_payload_idx on {{ s }}.jobs using gin (payload jsonb_path_ops)
+create index concurrently if not exists jobs_payload_idx on {{ s }}.jobs using gin (payload pg_catalog.jsonb_path_ops)
 
 -- name: payload_index_drop
 drop index concurrently if exists {{ s }}.jobs_payload_idx

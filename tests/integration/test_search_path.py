@@ -32,7 +32,7 @@ from jobkit.cli import cli
 from jobkit.config import Settings, load_settings
 from jobkit.connector import Database, Session
 from jobkit.cron import schedules as scheduling
-from jobkit.cron.pg_cron import CronJobs, CronSite
+from jobkit.cron.pg_cron import CronJobs
 from jobkit.handlers import RateLimited, Registry
 from jobkit.jobs import Failure, NewJob
 from jobkit.lifecycle import Lifecycle
@@ -647,39 +647,6 @@ def test_planted_objects_never_run(
 def _with_session(db_url: str, body: Callable[[Session], None]) -> None:
     with Database(db_url).session() as session:
         body(session)
-
-
-# SQL syntax that looks like a call, and the type names that are keywords (the grammar turns them into
-# pg_catalog's types, whatever the search_path).
-SYNTAX = {"all", "and", "any", "as", "coalesce", "conflict", "else", "exists", "extract", "filter", "from", "gin", "group",
-          "greatest", "in", "join", "lateral", "least", "not", "nullif", "on", "or", "over", "select", "then",
-          "using", "values", "when", "where", "with"}
-KEYWORD_TYPES = {"bigint", "boolean", "int", "integer", "interval", "smallint"}
-
-
-def _unqualified(sql: str) -> list[str]:
-    """Built-in names in ``sql`` that are not written pg_catalog.name (a lexical check)."""
-    text = re.sub(r"--[^\n]*", " ", sql)
-    text = re.sub(r"(?:\bE)?'(?:[^']|'')*'", "''", text)
-    text = re.sub(r"(?i)\bas\s+\w+\s*\(", "as (", text)  # alias column lists: as e(v, n)
-    calls = [m for m in re.findall(r"(?<![\w.\"%])([a-z_]\w*)\s*\(", text, re.I) if m.lower() not in SYNTAX]
-    casts = [m for m in re.findall(r"::\s*([a-z_]\w*)\b(?!\s*\.)", text, re.I) if m.lower() not in KEYWORD_TYPES]
-    tables = re.findall(r"(?<![\w.\"])(pg_(?!catalog\b)\w+)(?!\s*\()", text)
-    return [f"{name}(...)" for name in calls] + [f"::{name}" for name in casts] + tables
-
-
-def test_runtime_sql_names_built_ins_with_their_schema(tmp_path: Path) -> None:
-    """The lexical side of test_planted_objects_never_run, which cannot see a call that no row
-    reaches (a CASE branch, the right side of an OR). Operators are checked there only."""
-    config = tmp_path / "jobkit.toml"
-    config.write_text(CONFIG.format(extra=""))
-    settings = load_settings(config)
-    cron_site = CronSite("app", "postgres", (1, 4), "jobkit:app.jobkit:")
-    texts = {f"query {name}": sql for name, sql in queries(SCHEMA).items()}
-    texts |= {f"cron command {w.name}": w.command for w in scheduling.desired(settings, cron_site)
-              if w.target != "sql"}
-    found = {label: names for label, sql in texts.items() if (names := _unqualified(sql))}
-    assert found == {}
 
 
 def test_grants_are_immune(planted: Calls, db_url: str) -> None:

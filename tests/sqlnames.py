@@ -112,3 +112,26 @@ def unqualified(sql: str) -> list[str]:
     lookups = _Lookups()
     lookups(pglast.parse_sql(dollar_params(sql)))
     return lookups.found + [f"relation {r}" for r in lookups.relations if r not in lookups.ctes]
+
+
+class _Used(Visitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.operators: set[str] = set()
+        self.functions: set[str] = set()
+
+    def visit_A_Expr(self, _ancestors: Any, node: ast.A_Expr) -> None:
+        self.operators.add(_names(node.name)[-1])
+
+    def visit_FuncCall(self, _ancestors: Any, node: ast.FuncCall) -> None:
+        names = _names(node.funcname)
+        if names[:-1] == ["pg_catalog"]:
+            self.functions.add(names[-1])
+
+
+def used_builtins(texts: list[str]) -> tuple[set[str], set[str]]:
+    """The operator names, and the names of pg_catalog's functions, that ``texts`` use."""
+    used = _Used()
+    for sql in texts:
+        used(pglast.parse_sql(dollar_params(sql)))
+    return used.operators, used.functions

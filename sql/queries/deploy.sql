@@ -38,6 +38,10 @@ select pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended(%(key)s, 0))
 -- name: deploy_unlock
 select pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended(%(key)s, 0)) as unlocked
 
+-- name: pin_search_path
+-- What every deploy script starts with (sql/bootstrap.sql): only pg_catalog, for this transaction.
+select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)
+
 -- name: set_local_lock_timeout
 select pg_catalog.set_config('lock_timeout', %(timeout)s, true)
 

@@ -864,3 +864,20 @@ def test_doctor_runs_no_operator_planted_in_public(admin: Session, db_url: str, 
     concurrency = next(c for c in checks if c.name == "concurrency")
     assert "fair types: tenant 2/key 10 max" in concurrency.detail
     assert "tenant 2/key 10 max" in shown
+
+
+def test_every_function_pins_an_empty_search_path(db_url: str, tmp_path: Path) -> None:
+    """Every function jobkit creates, in its schema, the Data API's and the per-user API's (trigger
+    functions included), resolves names in pg_catalog only, whoever calls it and from where."""
+    config = tmp_path / "jobkit.toml"
+    config.write_text(CONFIG.format(extra=""))
+    _cli(config, "deploy", "--db-url", db_url)
+    with Database(db_url).session() as session:
+        rows = session.all(
+            "select p.oid::pg_catalog.regprocedure::pg_catalog.text as function, p.prokind, p.proconfig "
+            "from pg_catalog.pg_proc p join pg_catalog.pg_namespace n on n.oid = p.pronamespace "
+            "where n.nspname = any(%s)", ([SCHEMA, "jobkit_api", "jobkit_user"],))
+    assert len(rows) > 50 and any(r["function"].startswith("jobkit_user.") for r in rows)
+    assert {r["prokind"] for r in rows} == {"f"}
+    unpinned = [r["function"] for r in rows if 'search_path=""' not in (r["proconfig"] or [])]
+    assert unpinned == []

@@ -2,8 +2,8 @@
 -- copies it into every cron.job_run_details row, so it names functions and literal values only:
 -- never a URL or a token (wake() reads those at run time).
 -- pg_cron runs it under the job owner's default search_path: like the runtime queries (see
--- toolkit/queries.py) it names built-ins as pg_catalog.name and gives every operator operands of
--- exactly its types (cron.job's jobname is of type name: cast to text for LIKE).
+-- toolkit/queries.py) it names built-ins as pg_catalog.name and every operator as
+-- OPERATOR(pg_catalog.op), so nothing planted on that path can run in its place.
 
 -- name: wake_type
 select {{ s }}.wake({{ type | literal }})

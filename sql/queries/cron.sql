@@ -6,10 +6,12 @@ select pg_catalog.current_database() as database,
        case when (select rolsuper from pg_catalog.pg_roles where rolname operator(pg_catalog.=) current_user)
                  or pg_catalog.pg_has_role(current_user, 'pg_read_all_settings', 'member')
             then pg_catalog.current_setting('cron.database_name', true) end as cron_database,
-       (select extversion from pg_catalog.pg_extension where extname operator(pg_catalog.=) 'pg_cron') as cron_version
+       (select extversion from pg_catalog.pg_extension
+        where extname operator(pg_catalog.=) 'pg_cron') as cron_version
 
 -- name: cron_version
-select (select extversion from pg_catalog.pg_extension where extname operator(pg_catalog.=) 'pg_cron') as version
+select (select extversion from pg_catalog.pg_extension
+        where extname operator(pg_catalog.=) 'pg_cron') as version
 
 -- name: cron_jobs
 -- jobname is of type name in pg_cron 1.4: pg_catalog.left takes text.

@@ -14,7 +14,8 @@ and (%(type)s::pg_catalog.text is null or type operator(pg_catalog.=) %(type)s)
   and (%(until)s::pg_catalog.timestamptz is null or created_at operator(pg_catalog.<) %(until)s)
   and (%(worker)s::pg_catalog.text is null or worker_id operator(pg_catalog.=) %(worker)s)
   and (%(error)s::pg_catalog.text is null
-       or pg_catalog.strpos(pg_catalog.lower(last_error), pg_catalog.lower(%(error)s)) operator(pg_catalog.>) 0)
+       or pg_catalog.strpos(pg_catalog.lower(last_error),
+           pg_catalog.lower(%(error)s)) operator(pg_catalog.>) 0)
   and (%(payload)s::pg_catalog.jsonb is null or payload operator(pg_catalog.@>) %(payload)s)
 {%- endmacro %}
 
@@ -24,13 +25,15 @@ select type,
        pg_catalog.count(*) filter (where scheduled_for operator(pg_catalog.<=) pg_catalog.now()) as due,
        pg_catalog.count(*) filter (where scheduled_for operator(pg_catalog.>) pg_catalog.now()) as scheduled,
        extract(epoch from pg_catalog.now() operator(pg_catalog.-) pg_catalog.min(scheduled_for)
-                              filter (where scheduled_for operator(pg_catalog.<=) pg_catalog.now()))::pg_catalog.float8 as oldest_due_s
+                              filter (where scheduled_for
+                                  operator(pg_catalog.<=) pg_catalog.now()))::pg_catalog.float8 as oldest_due_s
 from {{ s }}.jobs where status operator(pg_catalog.=) 'pending' group by type
 
 -- name: dash_processing
 -- The lease predicate lets jobs_lease_idx answer it.
 select type, pg_catalog.count(*) as processing
-from {{ s }}.jobs where lease_expires_at is not null and status operator(pg_catalog.=) 'processing' group by type
+from {{ s }}.jobs where lease_expires_at is not null
+    and status operator(pg_catalog.=) 'processing' group by type
 
 -- name: dash_stopped
 -- Failed and dead jobs per type (jobs_failed_idx, jobs_dead_idx).
@@ -47,7 +50,8 @@ select type,
        pg_catalog.count(*) filter (where status operator(pg_catalog.=) 'completed') as completed_1h,
        pg_catalog.count(*) filter (where status operator(pg_catalog.=) 'cancelled') as cancelled_1h
 from {{ s }}.jobs
-where status operator(pg_catalog.=) any ('{completed,dead,cancelled}') and completed_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
+where status operator(pg_catalog.=) any ('{completed,dead,cancelled}')
+    and completed_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
 group by type
 
 -- name: dash_durations
@@ -58,14 +62,17 @@ select d.type,
        pg_catalog.percentile_cont(array[0.5, 0.95, 0.99]::pg_catalog.float8[]) within group (
            order by d.seconds) as durations
 from (
-    select j.type, extract(epoch from j.completed_at operator(pg_catalog.-) j.started_at)::pg_catalog.float8 as seconds
+    select j.type,
+        extract(epoch from j.completed_at operator(pg_catalog.-) j.started_at)::pg_catalog.float8 as seconds
     from {{ s }}.jobs j
-    where j.status operator(pg_catalog.=) 'completed' and j.completed_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
+    where j.status operator(pg_catalog.=) 'completed'
+        and j.completed_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
       and j.started_at is not null
     union all
     select j.type, extract(epoch from a.duration)::pg_catalog.float8
     from {{ s }}.job_attempts a join {{ s }}.jobs j on j.id operator(pg_catalog.=) a.job_id
-    where a.finished_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour') and a.duration is not null
+    where a.finished_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
+        and a.duration is not null
       and a.outcome operator(pg_catalog.=) any ('{retry,failed,snoozed}')
 ) d
 group by d.type
@@ -73,7 +80,8 @@ group by d.type
 -- name: dash_attempts_recent
 -- Attempts that did not complete, in the last hour per type (job_attempts_finished_idx).
 select j.type,
-       pg_catalog.count(*) filter (where a.outcome operator(pg_catalog.=) any ('{retry,failed,lease_expired}')) as failed_attempts_1h,
+       pg_catalog.count(*) filter (where a.outcome
+           operator(pg_catalog.=) any ('{retry,failed,lease_expired}')) as failed_attempts_1h,
        pg_catalog.count(*) filter (where a.outcome operator(pg_catalog.=) 'snoozed') as snoozed_1h
 from {{ s }}.job_attempts a join {{ s }}.jobs j on j.id operator(pg_catalog.=) a.job_id
 where a.finished_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
@@ -97,7 +105,8 @@ from {{ s }}.job_attempts a
 where a.finished_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) %(window)s::interval)
   and a.outcome operator(pg_catalog.=) any ('{retry,failed,lease_expired}')
   and (%(type)s::pg_catalog.text is null
-       or exists (select 1 from {{ s }}.jobs j where j.id operator(pg_catalog.=) a.job_id and j.type operator(pg_catalog.=) %(type)s))
+       or exists (select 1 from {{ s }}.jobs j where j.id operator(pg_catalog.=) a.job_id
+           and j.type operator(pg_catalog.=) %(type)s))
 group by 1 order by 1
 
 -- name: dash_wakeups
@@ -116,7 +125,8 @@ select id, type, status, priority, attempts, created_at, scheduled_for, complete
 from {{ s }}.jobs
 where true
   {{ job_filter() }}
-  and (%(before_at)s::pg_catalog.timestamptz is null or (created_at, id) operator(pg_catalog.<) (%(before_at)s, %(before_id)s))
+  and (%(before_at)s::pg_catalog.timestamptz is null
+      or (created_at, id) operator(pg_catalog.<) (%(before_at)s, %(before_id)s))
 order by created_at desc, id desc
 limit %(limit)s
 
@@ -133,12 +143,14 @@ select id, created_at
 from {{ s }}.jobs
 where status operator(pg_catalog.=) any(%(states)s)
   {{ job_filter() }}
-  and (%(after_at)s::pg_catalog.timestamptz is null or (created_at, id) operator(pg_catalog.>) (%(after_at)s, %(after_id)s))
+  and (%(after_at)s::pg_catalog.timestamptz is null
+      or (created_at, id) operator(pg_catalog.>) (%(after_at)s, %(after_id)s))
 order by created_at, id
 limit %(limit)s
 
 -- name: dash_ids_count
-select pg_catalog.count(*) as n from {{ s }}.jobs where id operator(pg_catalog.=) any(%(ids)s) and status operator(pg_catalog.=) any(%(states)s)
+select pg_catalog.count(*) as n from {{ s }}.jobs where id operator(pg_catalog.=) any(%(ids)s)
+    and status operator(pg_catalog.=) any(%(states)s)
 
 -- name: dash_retry_jobs
 select {{ s }}.retry_jobs(%(ids)s) as n
@@ -160,10 +172,12 @@ insert into {{ s }}.audit_log (actor, action, target, matched)
 values (%(actor)s, %(action)s, %(target)s, %(matched)s) returning id
 
 -- name: dash_audit_progress
-update {{ s }}.audit_log set affected = affected operator(pg_catalog.+) %(n)s where id operator(pg_catalog.=) %(id)s
+update {{ s }}.audit_log set affected = affected operator(pg_catalog.+) %(n)s
+where id operator(pg_catalog.=) %(id)s
 
 -- name: dash_audit_finish
-update {{ s }}.audit_log set finished_at = pg_catalog.now(), error = %(error)s where id operator(pg_catalog.=) %(id)s
+update {{ s }}.audit_log set finished_at = pg_catalog.now(),
+    error = %(error)s where id operator(pg_catalog.=) %(id)s
 
 -- name: dash_audit_get
 select id, at, actor, action, target, matched, affected, finished_at, error
@@ -174,14 +188,16 @@ select id, at, actor, action, target, matched, affected, finished_at, error
 from {{ s }}.audit_log order by at desc limit %(limit)s
 
 -- name: dash_cron_launcher
-select exists (select 1 from pg_catalog.pg_stat_activity where backend_type operator(pg_catalog.=) 'pg_cron launcher') as running
+select exists (select 1 from pg_catalog.pg_stat_activity
+               where backend_type operator(pg_catalog.=) 'pg_cron launcher') as running
 
 -- name: dash_ratelimits
 -- Each bucket with its tokens now (refilled at rate per second up to burst, as take_tokens does),
 -- the types that take from it, and their snoozed attempts in the last hour.
 select r.key, r.rate, r.burst,
        least(r.burst::pg_catalog.float8,
-             r.tokens operator(pg_catalog.+) (r.rate operator(pg_catalog.*) extract(epoch from pg_catalog.clock_timestamp() operator(pg_catalog.-) r.updated_at)::pg_catalog.float8))
+             r.tokens operator(pg_catalog.+) (r.rate operator(pg_catalog.*) extract(
+                 epoch from pg_catalog.clock_timestamp() operator(pg_catalog.-) r.updated_at)::pg_catalog.float8))
            as tokens,
        r.updated_at,
        coalesce((select pg_catalog.array_agg(t.type order by t.type) from {{ s }}.job_types t
@@ -192,7 +208,8 @@ from {{ s }}.rate_limits r order by r.key
 -- Snoozed attempts (rate limits, 429 Retry-After) of the last hour per type.
 select j.type, pg_catalog.count(*) as snoozed_1h, pg_catalog.max(a.finished_at) as last_at
 from {{ s }}.job_attempts a join {{ s }}.jobs j on j.id operator(pg_catalog.=) a.job_id
-where a.finished_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour') and a.outcome operator(pg_catalog.=) 'snoozed'
+where a.finished_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
+    and a.outcome operator(pg_catalog.=) 'snoozed'
 group by j.type order by j.type
 
 -- name: dash_audit_schedule

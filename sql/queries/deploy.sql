@@ -17,8 +17,10 @@ select pg_catalog.current_setting('server_version') as server_version,
        me.can_read_settings,
        case when me.can_read_settings then pg_catalog.current_setting('cron.database_name', true) end
            as cron_database,
-       exists (select 1 from pg_catalog.pg_available_extensions where name operator(pg_catalog.=) 'pg_cron') as cron_available,
-       (select extversion from pg_catalog.pg_extension where extname operator(pg_catalog.=) 'pg_cron') as cron_version,
+       exists (select 1 from pg_catalog.pg_available_extensions
+               where name operator(pg_catalog.=) 'pg_cron') as cron_available,
+       (select extversion from pg_catalog.pg_extension
+        where extname operator(pg_catalog.=) 'pg_cron') as cron_version,
        (select nspowner::pg_catalog.regrole::pg_catalog.text from pg_catalog.pg_namespace
         where nspname operator(pg_catalog.=) %(schema)s) as schema_owner
 from me
@@ -95,7 +97,8 @@ delete from {{ s }}.rate_limits where key operator(pg_catalog.=) %(key)s returni
 -- INDEX CONCURRENTLY that failed leaves an invalid one behind).
 select i.indisvalid as valid
 from pg_catalog.pg_index i
-where i.indexrelid operator(pg_catalog.=) pg_catalog.to_regclass({{ (s ~ ".jobs_payload_idx") | literal }})::pg_catalog.oid
+where i.indexrelid operator(pg_catalog.=)
+      pg_catalog.to_regclass({{ (s ~ ".jobs_payload_idx") | literal }})::pg_catalog.oid
 
 -- name: payload_index_create
 create index concurrently if not exists jobs_payload_idx on {{ s }}.jobs using gin (payload pg_catalog.jsonb_path_ops)

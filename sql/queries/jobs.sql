@@ -14,10 +14,12 @@ select {{ s }}.enqueue(%(type)s, %(payload)s, %(priority)s,
 -- run_at wins over now() + delay, element by element. Ids come back in input order.
 select e.id from {{ s }}.enqueue_json(
     %(types)s::pg_catalog.jsonb, %(payloads)s::pg_catalog.jsonb, %(priorities)s,
-    (select pg_catalog.array_agg(coalesce(u.r, pg_catalog.now() operator(pg_catalog.+) coalesce(u.d, '0')) order by u.o)
+    (select pg_catalog.array_agg(
+                coalesce(u.r, pg_catalog.now() operator(pg_catalog.+) coalesce(u.d, '0')) order by u.o)
      from rows from (pg_catalog.unnest(%(run_ats)s::pg_catalog.timestamptz[]),
                      pg_catalog.unnest(%(delays)s::interval[])) with ordinality as u(r, d, o)),
-    %(max_attempts)s, %(idempotency_keys)s, %(trace_context)s::pg_catalog.jsonb, %(concurrency_keys)s) as e(id)
+    %(max_attempts)s, %(idempotency_keys)s, %(trace_context)s::pg_catalog.jsonb,
+        %(concurrency_keys)s) as e(id)
 
 -- name: complete_jobs
 -- ids and attempts arrive as array literals, the results as one JSON array (see complete_params).

@@ -881,3 +881,54 @@ def test_every_function_pins_an_empty_search_path(db_url: str, tmp_path: Path) -
     assert {r["prokind"] for r in rows} == {"f"}
     unpinned = [r["function"] for r in rows if 'search_path=""' not in (r["proconfig"] or [])]
     assert unpinned == []
+
+
+# What jobkit's deploy stored (defaults, constraints, indexes, views, policies, triggers) that refers
+# to a function, operator or type of `public`.
+BOUND_TO_PUBLIC = """
+select pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid) as stored,
+       pg_catalog.pg_describe_object(d.refclassid, d.refobjid, d.refobjsubid) as refers_to
+from pg_catalog.pg_depend d
+where d.classid operator(pg_catalog.=) any (array['pg_attrdef', 'pg_constraint', 'pg_class', 'pg_rewrite',
+                                                  'pg_policy', 'pg_trigger']::pg_catalog.regclass[])
+  and 'public'::pg_catalog.regnamespace operator(pg_catalog.=) case d.refclassid
+      when 'pg_proc'::pg_catalog.regclass
+          then (select p.pronamespace from pg_catalog.pg_proc p where p.oid operator(pg_catalog.=) d.refobjid)
+      when 'pg_operator'::pg_catalog.regclass
+          then (select o.oprnamespace from pg_catalog.pg_operator o where o.oid operator(pg_catalog.=) d.refobjid)
+      when 'pg_type'::pg_catalog.regclass
+          then (select t.typnamespace from pg_catalog.pg_type t where t.oid operator(pg_catalog.=) d.refobjid) end
+"""
+
+
+def test_deploy_binds_nothing_planted(admin: Session, fresh_db: str, tmp_path: Path) -> None:
+    """A first deploy into a database whose search_path puts `public` (holding mallory's plants and
+    copies of the built-ins) ahead of pg_catalog: every migration, the Data API and the per-user
+    API run after the bootstrap's search_path pin, so no default, constraint, index, policy or
+    trigger binds a planted object, and none runs."""
+    config = tmp_path / "jobkit.toml"
+    config.write_text(CONFIG.format(extra=""))
+    _drop_roles(admin)
+    admin.execute_with_identifiers("create role {r} nologin", r=MALLORY)
+    try:
+        with Database(fresh_db).session() as pinned:
+            pinned.execute("set search_path = pg_catalog, pg_temp")
+            pinned.execute_with_identifiers("grant create on schema public to {r}", r=MALLORY)
+            pinned.execute_with_identifiers("set role {r}", r=MALLORY)
+            pinned.script(_plant_sql())
+            assert _copy_builtins(pinned) > 300
+            pinned.execute("reset role")
+            pinned.execute_with_identifiers("alter database {db} set search_path = public, pg_catalog",
+                                            db=Database(fresh_db).dbname)
+            try:
+                _cli(config, "deploy", "--db-url", fresh_db)
+                jobkit.enqueue(fresh_db, "mail", {"to": "a"})  # the defaults and triggers of a row
+                ran = [r["name"] for r in pinned.all("select name from public.planted_calls")]
+                bound = pinned.all(BOUND_TO_PUBLIC)
+            finally:
+                pinned.execute_with_identifiers("alter database {db} reset search_path",
+                                                db=Database(fresh_db).dbname)
+                pinned.execute_with_identifiers("drop owned by {r}", r=MALLORY)
+    finally:
+        _drop_roles(admin)
+    assert (ran, bound) == ([], [])

@@ -520,7 +520,9 @@ def _drain(db_url: str) -> None:
         drainer = Drainer(jobs, backend, concurrency=1, prefetch=3)
         task = asyncio.create_task(drainer.drain("slow"))
         deadline = asyncio.get_running_loop().time() + 10
-        while drainer.held == 0:  # until the slow jobs are claimed
+        # Until the window (3) is full: 3 of the 4 slow jobs claimed, one running, two waiting. (Not
+        # `held`, which counts a claim still in flight: a shutdown then had nothing to release.)
+        while await backend.due_count("slow") > 1:
             assert asyncio.get_running_loop().time() < deadline
             await asyncio.sleep(0.005)
         assert await drainer.shutdown(timedelta(seconds=5)) > 0  # release_jobs

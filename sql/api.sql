@@ -3,6 +3,9 @@
 -- stays unexposed and this one holds thin wrappers around the lifecycle functions, executable by
 -- service_role only (anon and authenticated get nothing). Applied by `jobkit deploy` after the
 -- migrations; re-running it is harmless.
+-- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
+-- in public are never bound into a default, a constraint or a policy); for this transaction only.
+select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
 create schema if not exists {{ api }};
 revoke all on schema {{ api }} from public;
 

@@ -2,8 +2,8 @@
 -- copies it into every cron.job_run_details row, so it names functions and literal values only:
 -- never a URL or a token (wake() reads those at run time).
 -- pg_cron runs it under the job owner's default search_path: like the runtime queries (see
--- toolkit/queries.py) it names built-ins as pg_catalog.name and gives every operator operands of
--- exactly its types (cron.job's jobname is of type name: cast to text for LIKE).
+-- toolkit/queries.py) it names built-ins as pg_catalog.name and every operator as
+-- OPERATOR(pg_catalog.op), so nothing planted on that path can run in its place.
 
 -- name: wake_type
 select {{ s }}.wake({{ type | literal }})
@@ -21,4 +21,4 @@ select {{ s }}.sweep_dead()
 select {{ s }}.prune({{ retention | literal }}::interval), {{ s }}.prune_wakeups({{ retention | literal }}::interval)
 
 -- name: prune_cron_history
-delete from cron.job_run_details d using cron.job j where d.jobid = j.jobid and j.jobname::pg_catalog.text like {{ prefix_like | literal }} and j.database = {{ database | literal }} and d.end_time < pg_catalog.now() - {{ retention | literal }}::interval
+delete from cron.job_run_details d using cron.job j where d.jobid operator(pg_catalog.=) j.jobid and j.jobname::pg_catalog.text operator(pg_catalog.~~) {{ prefix_like | literal }} and j.database operator(pg_catalog.=) {{ database | literal }} and d.end_time operator(pg_catalog.<) (pg_catalog.now() operator(pg_catalog.-) {{ retention | literal }}::interval)

@@ -21,6 +21,9 @@
 -- on every Supabase project without private-channel setup, and only owned jobs' rows reach the WAL
 -- stream Realtime reads (the jobs table itself is never published).
 
+-- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
+-- in public are never bound into a default, a constraint or a policy); for this transaction only.
+select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
 create schema if not exists {{ u }};
 revoke all on schema {{ u }} from public;
 

@@ -3,15 +3,19 @@
 Python code holds no SQL text: it asks for ``queries(schema)["claim_jobs"]`` and binds values as
 ``%(name)s`` parameters.
 
-The queries run under whatever search_path the connection has (jobkit's connections keep the role's
-default; ``jobkit.enqueue`` may run on the caller's own connection), so their text is immune to
-objects planted in ``public`` or any other schema on it: built-in functions, aggregates, catalog
-tables and types are written ``pg_catalog.name``, and every operator gets operands of the exact types
-of a pg_catalog operator (``'{}'::pg_catalog.text[]`` for ``jsonb #>>``). pg_catalog is searched
-first, but an unqualified ``left(jobname, n)`` on a ``name`` column would still run a planted
-``public.left(name, integer)``: a better fit beats an implicit cast (tests/test_search_path.py).
-Keyword types (``int``, ``bigint``, ``interval``) and syntax (``coalesce``, ``least``, ``extract``)
-are pg_catalog's already.
+The queries run under whatever search_path the connection has: jobkit's own connections keep the
+role's default (a startup ``options`` pin is ignored by Supavisor's transaction pooler, and a
+session ``SET`` there would leak to other clients), ``jobkit.enqueue`` may run on the caller's own
+connection, pg_cron runs the cron commands under the job owner's. So the text itself leaves nothing
+to the search_path: functions, aggregates, catalog tables and types are written ``pg_catalog.name``
+(or ``{{ s }}.name``), and every operator ``OPERATOR(pg_catalog.op)``: an ``IN`` list becomes
+``OPERATOR(pg_catalog.=) any ('{a,b}')`` and ``LIKE`` becomes ``OPERATOR(pg_catalog.~~)``. An
+operator written bare is looked up through the path: a planted ``public.||(text, integer)``
+fitted ``' ' || n`` better than pg_catalog's polymorphic one and ran as the owner. Mind the
+precedence: every ``OPERATOR()`` binds alike, so ``a OPERATOR(=) (b OPERATOR(-) c)`` needs its
+parentheses. Keyword types (``int``, ``interval``) and syntax (``coalesce``, ``extract``) are
+pg_catalog's already. tests/unit/test_sql_names.py parses every query and fails on any name left
+to the search_path.
 """
 
 from __future__ import annotations

@@ -3,13 +3,15 @@
 -- name: cron_site
 -- cron.database_name needs superuser or pg_read_all_settings; null when unreadable.
 select pg_catalog.current_database() as database,
-       case when (select rolsuper from pg_catalog.pg_roles where rolname = current_user)
+       case when (select rolsuper from pg_catalog.pg_roles where rolname operator(pg_catalog.=) current_user)
                  or pg_catalog.pg_has_role(current_user, 'pg_read_all_settings', 'member')
             then pg_catalog.current_setting('cron.database_name', true) end as cron_database,
-       (select extversion from pg_catalog.pg_extension where extname = 'pg_cron') as cron_version
+       (select extversion from pg_catalog.pg_extension
+        where extname operator(pg_catalog.=) 'pg_cron') as cron_version
 
 -- name: cron_version
-select (select extversion from pg_catalog.pg_extension where extname = 'pg_cron') as version
+select (select extversion from pg_catalog.pg_extension
+        where extname operator(pg_catalog.=) 'pg_cron') as version
 
 -- name: cron_jobs
 -- jobname is of type name in pg_cron 1.4: pg_catalog.left takes text.
@@ -19,10 +21,10 @@ select j.jobid, j.jobname, j.schedule, j.command, j.database, j.active,
 from cron.job j
 left join lateral (
     select d.start_time, d.end_time, d.status, d.return_message from cron.job_run_details d
-    where d.jobid = j.jobid order by d.runid desc limit 1
+    where d.jobid operator(pg_catalog.=) j.jobid order by d.runid desc limit 1
 ) r on true
-where pg_catalog.left(j.jobname, pg_catalog.length(%(prefix)s)) = %(prefix)s
-  and j.database = any(%(databases)s)
+where pg_catalog.left(j.jobname, pg_catalog.length(%(prefix)s)) operator(pg_catalog.=) %(prefix)s
+  and j.database operator(pg_catalog.=) any(%(databases)s)
 order by j.jobname
 
 -- name: cron_recent_runs
@@ -31,9 +33,9 @@ select j.jobid, r.runid, r.status, r.return_message, r.start_time, r.end_time
 from cron.job j
 cross join lateral (
     select d.runid, d.status, d.return_message, d.start_time, d.end_time from cron.job_run_details d
-    where d.jobid = j.jobid order by d.runid desc limit %(limit)s
+    where d.jobid operator(pg_catalog.=) j.jobid order by d.runid desc limit %(limit)s
 ) r
-where j.jobid = any(%(jobids)s)
+where j.jobid operator(pg_catalog.=) any(%(jobids)s)
 order by j.jobid, r.runid desc
 
 -- name: cron_schedule_in_database
@@ -54,4 +56,4 @@ insert into {{ s }}.schedules (name, origin) values (%(name)s, %(origin)s)
 on conflict (name) do update set origin = excluded.origin, updated_at = pg_catalog.now()
 
 -- name: schedule_origin_delete
-delete from {{ s }}.schedules where name = %(name)s
+delete from {{ s }}.schedules where name operator(pg_catalog.=) %(name)s

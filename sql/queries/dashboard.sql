@@ -8,46 +8,50 @@
 {#- The jobs filter (toolkit/dashboard/filters.py): one definition for the page, the count and the
     batches of an action, so "every job matching the filter" means the same in all three. #}
 {% macro job_filter() -%}
-and (%(type)s::pg_catalog.text is null or type = %(type)s)
-  and (%(status)s::pg_catalog.text is null or status = %(status)s)
-  and (%(since)s::pg_catalog.timestamptz is null or created_at >= %(since)s)
-  and (%(until)s::pg_catalog.timestamptz is null or created_at < %(until)s)
-  and (%(worker)s::pg_catalog.text is null or worker_id = %(worker)s)
+and (%(type)s::pg_catalog.text is null or type operator(pg_catalog.=) %(type)s)
+  and (%(status)s::pg_catalog.text is null or status operator(pg_catalog.=) %(status)s)
+  and (%(since)s::pg_catalog.timestamptz is null or created_at operator(pg_catalog.>=) %(since)s)
+  and (%(until)s::pg_catalog.timestamptz is null or created_at operator(pg_catalog.<) %(until)s)
+  and (%(worker)s::pg_catalog.text is null or worker_id operator(pg_catalog.=) %(worker)s)
   and (%(error)s::pg_catalog.text is null
-       or pg_catalog.strpos(pg_catalog.lower(last_error), pg_catalog.lower(%(error)s)) > 0)
-  and (%(payload)s::pg_catalog.jsonb is null or payload @> %(payload)s)
+       or pg_catalog.strpos(pg_catalog.lower(last_error),
+           pg_catalog.lower(%(error)s)) operator(pg_catalog.>) 0)
+  and (%(payload)s::pg_catalog.jsonb is null or payload operator(pg_catalog.@>) %(payload)s)
 {%- endmacro %}
 
 -- name: dash_pending
 -- Pending jobs per type: due now, scheduled later, and the age of the oldest due (jobs_claim_idx).
 select type,
-       pg_catalog.count(*) filter (where scheduled_for <= pg_catalog.now()) as due,
-       pg_catalog.count(*) filter (where scheduled_for > pg_catalog.now()) as scheduled,
-       extract(epoch from pg_catalog.now() - pg_catalog.min(scheduled_for)
-                              filter (where scheduled_for <= pg_catalog.now()))::pg_catalog.float8 as oldest_due_s
-from {{ s }}.jobs where status = 'pending' group by type
+       pg_catalog.count(*) filter (where scheduled_for operator(pg_catalog.<=) pg_catalog.now()) as due,
+       pg_catalog.count(*) filter (where scheduled_for operator(pg_catalog.>) pg_catalog.now()) as scheduled,
+       extract(epoch from pg_catalog.now() operator(pg_catalog.-) pg_catalog.min(scheduled_for)
+                              filter (where scheduled_for
+                                  operator(pg_catalog.<=) pg_catalog.now()))::pg_catalog.float8 as oldest_due_s
+from {{ s }}.jobs where status operator(pg_catalog.=) 'pending' group by type
 
 -- name: dash_processing
 -- The lease predicate lets jobs_lease_idx answer it.
 select type, pg_catalog.count(*) as processing
-from {{ s }}.jobs where lease_expires_at is not null and status = 'processing' group by type
+from {{ s }}.jobs where lease_expires_at is not null
+    and status operator(pg_catalog.=) 'processing' group by type
 
 -- name: dash_stopped
 -- Failed and dead jobs per type (jobs_failed_idx, jobs_dead_idx).
-select type, pg_catalog.count(*) filter (where status = 'failed') as failed,
-       pg_catalog.count(*) filter (where status = 'dead') as dead
-from (select type, status from {{ s }}.jobs where status = 'failed'
+select type, pg_catalog.count(*) filter (where status operator(pg_catalog.=) 'failed') as failed,
+       pg_catalog.count(*) filter (where status operator(pg_catalog.=) 'dead') as dead
+from (select type, status from {{ s }}.jobs where status operator(pg_catalog.=) 'failed'
       union all
-      select type, status from {{ s }}.jobs where status = 'dead') f
+      select type, status from {{ s }}.jobs where status operator(pg_catalog.=) 'dead') f
 group by type
 
 -- name: dash_finished_recent
 -- Jobs finished in the last hour per type (index-only on jobs_finished_idx).
 select type,
-       pg_catalog.count(*) filter (where status = 'completed') as completed_1h,
-       pg_catalog.count(*) filter (where status = 'cancelled') as cancelled_1h
+       pg_catalog.count(*) filter (where status operator(pg_catalog.=) 'completed') as completed_1h,
+       pg_catalog.count(*) filter (where status operator(pg_catalog.=) 'cancelled') as cancelled_1h
 from {{ s }}.jobs
-where status in ('completed', 'dead', 'cancelled') and completed_at > pg_catalog.now() - interval '1 hour'
+where status operator(pg_catalog.=) any ('{completed,dead,cancelled}')
+    and completed_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
 group by type
 
 -- name: dash_durations
@@ -58,25 +62,29 @@ select d.type,
        pg_catalog.percentile_cont(array[0.5, 0.95, 0.99]::pg_catalog.float8[]) within group (
            order by d.seconds) as durations
 from (
-    select j.type, extract(epoch from j.completed_at - j.started_at)::pg_catalog.float8 as seconds
+    select j.type,
+        extract(epoch from j.completed_at operator(pg_catalog.-) j.started_at)::pg_catalog.float8 as seconds
     from {{ s }}.jobs j
-    where j.status = 'completed' and j.completed_at > pg_catalog.now() - interval '1 hour'
+    where j.status operator(pg_catalog.=) 'completed'
+        and j.completed_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
       and j.started_at is not null
     union all
     select j.type, extract(epoch from a.duration)::pg_catalog.float8
-    from {{ s }}.job_attempts a join {{ s }}.jobs j on j.id = a.job_id
-    where a.finished_at > pg_catalog.now() - interval '1 hour' and a.duration is not null
-      and a.outcome in ('retry', 'failed', 'snoozed')
+    from {{ s }}.job_attempts a join {{ s }}.jobs j on j.id operator(pg_catalog.=) a.job_id
+    where a.finished_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
+        and a.duration is not null
+      and a.outcome operator(pg_catalog.=) any ('{retry,failed,snoozed}')
 ) d
 group by d.type
 
 -- name: dash_attempts_recent
 -- Attempts that did not complete, in the last hour per type (job_attempts_finished_idx).
 select j.type,
-       pg_catalog.count(*) filter (where a.outcome in ('retry', 'failed', 'lease_expired')) as failed_attempts_1h,
-       pg_catalog.count(*) filter (where a.outcome = 'snoozed') as snoozed_1h
-from {{ s }}.job_attempts a join {{ s }}.jobs j on j.id = a.job_id
-where a.finished_at > pg_catalog.now() - interval '1 hour'
+       pg_catalog.count(*) filter (where a.outcome
+           operator(pg_catalog.=) any ('{retry,failed,lease_expired}')) as failed_attempts_1h,
+       pg_catalog.count(*) filter (where a.outcome operator(pg_catalog.=) 'snoozed') as snoozed_1h
+from {{ s }}.job_attempts a join {{ s }}.jobs j on j.id operator(pg_catalog.=) a.job_id
+where a.finished_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
 group by j.type
 
 -- name: dash_throughput
@@ -84,9 +92,9 @@ group by j.type
 select extract(epoch from pg_catalog.date_trunc('minute', completed_at))::bigint as minute,
        pg_catalog.count(*) as n
 from {{ s }}.jobs
-where status = 'completed'
-  and completed_at > pg_catalog.now() - %(window)s::interval
-  and (%(type)s::pg_catalog.text is null or type = %(type)s)
+where status operator(pg_catalog.=) 'completed'
+  and completed_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) %(window)s::interval)
+  and (%(type)s::pg_catalog.text is null or type operator(pg_catalog.=) %(type)s)
 group by 1 order by 1
 
 -- name: dash_failures
@@ -94,10 +102,11 @@ group by 1 order by 1
 select extract(epoch from pg_catalog.date_trunc('minute', a.finished_at))::bigint as minute,
        pg_catalog.count(*) as n
 from {{ s }}.job_attempts a
-where a.finished_at > pg_catalog.now() - %(window)s::interval
-  and a.outcome in ('retry', 'failed', 'lease_expired')
+where a.finished_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) %(window)s::interval)
+  and a.outcome operator(pg_catalog.=) any ('{retry,failed,lease_expired}')
   and (%(type)s::pg_catalog.text is null
-       or exists (select 1 from {{ s }}.jobs j where j.id = a.job_id and j.type = %(type)s))
+       or exists (select 1 from {{ s }}.jobs j where j.id operator(pg_catalog.=) a.job_id
+           and j.type operator(pg_catalog.=) %(type)s))
 group by 1 order by 1
 
 -- name: dash_wakeups
@@ -105,7 +114,7 @@ group by 1 order by 1
 -- view never writes: pg_net's answers not yet copied show as awaiting).
 select w.type, coalesce(w.outcome, 'awaiting') as outcome, pg_catalog.count(*) as n
 from {{ s }}.wakeups w
-where w.created_at > pg_catalog.now() - interval '1 hour'
+where w.created_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
 group by 1, 2 order by 1, 2
 
 -- name: dash_jobs_page
@@ -116,7 +125,8 @@ select id, type, status, priority, attempts, created_at, scheduled_for, complete
 from {{ s }}.jobs
 where true
   {{ job_filter() }}
-  and (%(before_at)s::pg_catalog.timestamptz is null or (created_at, id) < (%(before_at)s, %(before_id)s))
+  and (%(before_at)s::pg_catalog.timestamptz is null
+      or (created_at, id) operator(pg_catalog.<) (%(before_at)s, %(before_id)s))
 order by created_at desc, id desc
 limit %(limit)s
 
@@ -124,21 +134,23 @@ limit %(limit)s
 -- How many jobs match the filter and are in one of the states an action applies to.
 select pg_catalog.count(*) as n
 from {{ s }}.jobs
-where status = any(%(states)s)
+where status operator(pg_catalog.=) any(%(states)s)
   {{ job_filter() }}
 
 -- name: dash_jobs_batch
 -- The next batch of an action on "every job matching the filter", oldest first after (created_at, id).
 select id, created_at
 from {{ s }}.jobs
-where status = any(%(states)s)
+where status operator(pg_catalog.=) any(%(states)s)
   {{ job_filter() }}
-  and (%(after_at)s::pg_catalog.timestamptz is null or (created_at, id) > (%(after_at)s, %(after_id)s))
+  and (%(after_at)s::pg_catalog.timestamptz is null
+      or (created_at, id) operator(pg_catalog.>) (%(after_at)s, %(after_id)s))
 order by created_at, id
 limit %(limit)s
 
 -- name: dash_ids_count
-select pg_catalog.count(*) as n from {{ s }}.jobs where id = any(%(ids)s) and status = any(%(states)s)
+select pg_catalog.count(*) as n from {{ s }}.jobs where id operator(pg_catalog.=) any(%(ids)s)
+    and status operator(pg_catalog.=) any(%(states)s)
 
 -- name: dash_retry_jobs
 select {{ s }}.retry_jobs(%(ids)s) as n
@@ -150,9 +162,9 @@ select {{ s }}.cancel_jobs(%(ids)s) as n
 select {{ s }}.delete_jobs(%(ids)s) as n
 
 -- name: dash_types
-select type from {{ s }}.job_types where type <> '*'
+select type from {{ s }}.job_types where type operator(pg_catalog.<>) '*'
 union
-select distinct type from {{ s }}.jobs where status = 'pending'
+select distinct type from {{ s }}.jobs where status operator(pg_catalog.=) 'pending'
 order by 1
 
 -- name: dash_audit_start
@@ -160,39 +172,44 @@ insert into {{ s }}.audit_log (actor, action, target, matched)
 values (%(actor)s, %(action)s, %(target)s, %(matched)s) returning id
 
 -- name: dash_audit_progress
-update {{ s }}.audit_log set affected = affected + %(n)s where id = %(id)s
+update {{ s }}.audit_log set affected = affected operator(pg_catalog.+) %(n)s
+where id operator(pg_catalog.=) %(id)s
 
 -- name: dash_audit_finish
-update {{ s }}.audit_log set finished_at = pg_catalog.now(), error = %(error)s where id = %(id)s
+update {{ s }}.audit_log set finished_at = pg_catalog.now(),
+    error = %(error)s where id operator(pg_catalog.=) %(id)s
 
 -- name: dash_audit_get
 select id, at, actor, action, target, matched, affected, finished_at, error
-from {{ s }}.audit_log where id = %(id)s
+from {{ s }}.audit_log where id operator(pg_catalog.=) %(id)s
 
 -- name: dash_audit_recent
 select id, at, actor, action, target, matched, affected, finished_at, error
 from {{ s }}.audit_log order by at desc limit %(limit)s
 
 -- name: dash_cron_launcher
-select exists (select 1 from pg_catalog.pg_stat_activity where backend_type = 'pg_cron launcher') as running
+select exists (select 1 from pg_catalog.pg_stat_activity
+               where backend_type operator(pg_catalog.=) 'pg_cron launcher') as running
 
 -- name: dash_ratelimits
 -- Each bucket with its tokens now (refilled at rate per second up to burst, as take_tokens does),
 -- the types that take from it, and their snoozed attempts in the last hour.
 select r.key, r.rate, r.burst,
        least(r.burst::pg_catalog.float8,
-             r.tokens + r.rate * extract(epoch from pg_catalog.clock_timestamp() - r.updated_at)::pg_catalog.float8)
+             r.tokens operator(pg_catalog.+) (r.rate operator(pg_catalog.*) extract(
+                 epoch from pg_catalog.clock_timestamp() operator(pg_catalog.-) r.updated_at)::pg_catalog.float8))
            as tokens,
        r.updated_at,
        coalesce((select pg_catalog.array_agg(t.type order by t.type) from {{ s }}.job_types t
-                 where t.rate_limit = r.key), '{}'::pg_catalog.text[]) as types
+                 where t.rate_limit operator(pg_catalog.=) r.key), '{}'::pg_catalog.text[]) as types
 from {{ s }}.rate_limits r order by r.key
 
 -- name: dash_snoozes
 -- Snoozed attempts (rate limits, 429 Retry-After) of the last hour per type.
 select j.type, pg_catalog.count(*) as snoozed_1h, pg_catalog.max(a.finished_at) as last_at
-from {{ s }}.job_attempts a join {{ s }}.jobs j on j.id = a.job_id
-where a.finished_at > pg_catalog.now() - interval '1 hour' and a.outcome = 'snoozed'
+from {{ s }}.job_attempts a join {{ s }}.jobs j on j.id operator(pg_catalog.=) a.job_id
+where a.finished_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
+    and a.outcome operator(pg_catalog.=) 'snoozed'
 group by j.type order by j.type
 
 -- name: dash_audit_schedule

@@ -7,7 +7,7 @@ with me as (
     select r.rolsuper as is_superuser,
            r.rolsuper or pg_catalog.pg_has_role(current_user, 'pg_read_all_settings', 'member')
                as can_read_settings
-    from pg_catalog.pg_roles r where r.rolname = current_user
+    from pg_catalog.pg_roles r where r.rolname operator(pg_catalog.=) current_user
 )
 select pg_catalog.current_setting('server_version') as server_version,
        current_user as user_name,
@@ -17,10 +17,12 @@ select pg_catalog.current_setting('server_version') as server_version,
        me.can_read_settings,
        case when me.can_read_settings then pg_catalog.current_setting('cron.database_name', true) end
            as cron_database,
-       exists (select 1 from pg_catalog.pg_available_extensions where name = 'pg_cron') as cron_available,
-       (select extversion from pg_catalog.pg_extension where extname = 'pg_cron') as cron_version,
+       exists (select 1 from pg_catalog.pg_available_extensions
+               where name operator(pg_catalog.=) 'pg_cron') as cron_available,
+       (select extversion from pg_catalog.pg_extension
+        where extname operator(pg_catalog.=) 'pg_cron') as cron_version,
        (select nspowner::pg_catalog.regrole::pg_catalog.text from pg_catalog.pg_namespace
-        where nspname = %(schema)s) as schema_owner
+        where nspname operator(pg_catalog.=) %(schema)s) as schema_owner
 from me
 
 -- name: migration_table_exists
@@ -37,6 +39,10 @@ select pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended(%(key)s, 0))
 
 -- name: deploy_unlock
 select pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended(%(key)s, 0)) as unlocked
+
+-- name: pin_search_path
+-- What every deploy script starts with (sql/bootstrap.sql): only pg_catalog, for this transaction.
+select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)
 
 -- name: set_local_lock_timeout
 select pg_catalog.set_config('lock_timeout', %(timeout)s, true)
@@ -62,7 +68,7 @@ on conflict (type) do update set
     max_running_per_key = excluded.max_running_per_key, max_running = excluded.max_running
 
 -- name: job_type_delete
-delete from {{ s }}.job_types where type = %(type)s and type <> '*'
+delete from {{ s }}.job_types where type operator(pg_catalog.=) %(type)s and type operator(pg_catalog.<>) '*'
 
 -- name: settings_all
 select key, value from {{ s }}.settings order by key
@@ -84,17 +90,18 @@ on conflict (key) do update set rate = excluded.rate, burst = excluded.burst,
     tokens = least({{ s }}.rate_limits.tokens, excluded.burst)
 
 -- name: ratelimit_delete
-delete from {{ s }}.rate_limits where key = %(key)s returning key
+delete from {{ s }}.rate_limits where key operator(pg_catalog.=) %(key)s returning key
 
 -- name: payload_index_state
 -- The optional payload search index ([dashboard] payload_index): present, and valid (a CREATE
 -- INDEX CONCURRENTLY that failed leaves an invalid one behind).
 select i.indisvalid as valid
 from pg_catalog.pg_index i
-where i.indexrelid = pg_catalog.to_regclass({{ (s ~ ".jobs_payload_idx") | literal }})::pg_catalog.oid
+where i.indexrelid operator(pg_catalog.=)
+      pg_catalog.to_regclass({{ (s ~ ".jobs_payload_idx") | literal }})::pg_catalog.oid
 
 -- name: payload_index_create
-create index concurrently if not exists jobs_payload_idx on {{ s }}.jobs using gin (payload jsonb_path_ops)
+create index concurrently if not exists jobs_payload_idx on {{ s }}.jobs using gin (payload pg_catalog.jsonb_path_ops)
 
 -- name: payload_index_drop
 drop index concurrently if exists {{ s }}.jobs_payload_idx

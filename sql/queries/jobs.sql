@@ -5,7 +5,7 @@
 -- context is null unless the enqueuer traces (OpenTelemetry configured).
 select {{ s }}.enqueue(%(type)s, %(payload)s, %(priority)s,
                        coalesce(%(run_at)s::pg_catalog.timestamptz,
-                                pg_catalog.now() + coalesce(%(delay)s::interval, '0')),
+                                pg_catalog.now() operator(pg_catalog.+) coalesce(%(delay)s::interval, '0')),
                        %(max_attempts)s, %(idempotency_key)s, %(trace_context)s::pg_catalog.jsonb,
                        %(concurrency_key)s, %(debounce)s::interval, %(throttle)s::interval) as id
 
@@ -14,10 +14,12 @@ select {{ s }}.enqueue(%(type)s, %(payload)s, %(priority)s,
 -- run_at wins over now() + delay, element by element. Ids come back in input order.
 select e.id from {{ s }}.enqueue_json(
     %(types)s::pg_catalog.jsonb, %(payloads)s::pg_catalog.jsonb, %(priorities)s,
-    (select pg_catalog.array_agg(coalesce(u.r, pg_catalog.now() + coalesce(u.d, '0')) order by u.o)
+    (select pg_catalog.array_agg(
+                coalesce(u.r, pg_catalog.now() operator(pg_catalog.+) coalesce(u.d, '0')) order by u.o)
      from rows from (pg_catalog.unnest(%(run_ats)s::pg_catalog.timestamptz[]),
                      pg_catalog.unnest(%(delays)s::interval[])) with ordinality as u(r, d, o)),
-    %(max_attempts)s, %(idempotency_keys)s, %(trace_context)s::pg_catalog.jsonb, %(concurrency_keys)s) as e(id)
+    %(max_attempts)s, %(idempotency_keys)s, %(trace_context)s::pg_catalog.jsonb,
+        %(concurrency_keys)s) as e(id)
 
 -- name: complete_jobs
 -- ids and attempts arrive as array literals, the results as one JSON array (see complete_params).
@@ -49,16 +51,16 @@ select {{ s }}.cancel_job(%(id)s) as ok
 select {{ s }}.prune(%(older_than)s, %(batch_size)s) as deleted
 
 -- name: get_job
-select * from {{ s }}.jobs where id = %(id)s
+select * from {{ s }}.jobs where id operator(pg_catalog.=) %(id)s
 
 -- name: job_attempts
 select attempt, worker_id, started_at, finished_at, outcome, error, duration
-from {{ s }}.job_history where job_id = %(id)s order by attempt, finished_at
+from {{ s }}.job_history where job_id operator(pg_catalog.=) %(id)s order by attempt, finished_at
 
 -- name: job_state
 -- What a waiting producer reads (jobkit.wait): no payload, no history.
 select id, status, result, last_error, attempts, progress, completed_at
-from {{ s }}.jobs where id = %(id)s
+from {{ s }}.jobs where id operator(pg_catalog.=) %(id)s
 
 -- name: set_progress
 -- ids and attempts as array literals, the progress objects as one JSON array (parallel).

@@ -25,4 +25,4 @@ select pg_catalog.to_regclass('vault.decrypted_secrets') is not null
 select pg_catalog.set_config('log_statement', 'none', true),
        pg_catalog.set_config('log_min_duration_statement', '-1', true),
        pg_catalog.set_config('log_parameter_max_length', '0', true)
-where (select rolsuper from pg_catalog.pg_roles where rolname = current_user)
+where (select rolsuper from pg_catalog.pg_roles where rolname operator(pg_catalog.=) current_user)

@@ -29,7 +29,8 @@ select t as type from {{ s }}.pending_types() as p(t)
 
 -- name: next_due
 -- Seconds until the type's next pending job is due, by the database's clock (null: none pending).
-select extract(epoch from {{ s }}.next_due(%(type)s) - pg_catalog.now())::pg_catalog.float8 as seconds
+select extract(epoch from {{ s }}.next_due(%(type)s)
+    operator(pg_catalog.-) pg_catalog.now())::pg_catalog.float8 as seconds
 
 -- name: worker_keys
 select current_secret, previous_secret from {{ s }}.worker_keys()
@@ -45,8 +46,9 @@ select 1 as ok
 -- /metrics' backlog: pending jobs due now per type and the oldest due one's age (one pass over the
 -- claim index's pending rows; the worker caches the answer for [metrics] ttl).
 select type, pg_catalog.count(*) as due,
-       extract(epoch from pg_catalog.now() - pg_catalog.min(scheduled_for))::pg_catalog.float8 as oldest_due_s
+       extract(epoch from pg_catalog.now()
+           operator(pg_catalog.-) pg_catalog.min(scheduled_for))::pg_catalog.float8 as oldest_due_s
 from {{ s }}.jobs
-where status = 'pending' and scheduled_for <= pg_catalog.now()
+where status operator(pg_catalog.=) 'pending' and scheduled_for operator(pg_catalog.<=) pg_catalog.now()
 group by type
 order by type

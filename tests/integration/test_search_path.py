@@ -1,13 +1,16 @@
-"""Search-path hijack (issue 10, item 6): a role that may create objects in `public` plants
-functions, aggregates and operators shadowing the built-ins jobkit's SQL uses, each of which records
-that it ran; then every code path runs as the owner and none of the planted objects may run.
+"""Search-path hijack (issue 10, item 6; issue 21, item 3): a role that may create objects in `public`
+plants functions, aggregates and operators shadowing the built-ins jobkit's SQL uses, each of which
+records that it ran; then every code path runs as the owner and none of the planted objects may run.
 
-PostgreSQL searches pg_catalog before `public`, but only an identical signature hides a planted
-overload: one whose argument types fit the call *better* wins the resolution (left(name, int) for a
-`name` column, array_agg(jsonb) against pg_catalog's polymorphic array_agg(anynonarray), an operator
-~~(name, name) for `name LIKE 'literal'`). The plants go into jobkit's database and into pg_cron's
-(`postgres`), where the schedule queries and the cron-history cleanup run. A second test checks
-the text lexically; grants.sql is a known gap (see test_grants_are_immune).
+Two search paths. With the default one, PostgreSQL searches pg_catalog first, but only an identical
+signature hides a planted overload: one whose argument types fit the call *better* wins (left(name,
+int) for a `name` column, array_agg(jsonb) against the polymorphic array_agg(anynonarray), ||(text,
+integer) for `' ' || n`, which made `jobkit doctor` run mallory's code as the owner). With `public`
+ahead of pg_catalog, mallory also plants a copy of every pg_catalog operator and function of the
+names jobkit's SQL uses (found by parsing it), with the very same signature: any name left to the
+search_path would then run mallory's copy. The plants go into jobkit's database and into pg_cron's
+(`postgres`), where the schedule queries and the cron-history cleanup run. Every statement jobkit's
+code sent meanwhile is also parsed: none may leave a name to the search_path (tests/sqlnames.py).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -22,9 +26,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import Any, TypeVar
 
 import jobkit
+import pglast
 import psycopg
 import pytest
 from click.testing import CliRunner, Result
@@ -41,12 +47,14 @@ from jobkit.ops.localdb import LocalCluster
 from jobkit.queries import queries
 from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.schema.reference import render_reference
-from jobkit.schema.render import environment, ident
+from jobkit.schema.render import environment, ident, render_bootstrap
 from jobkit.worker.backends.postgres import PostgresBackend
 from jobkit.worker.drain import Drainer
 from jobkit.worker.endpoint import EndpointOptions, WorkerEndpoint
 from jobkit.worker.signing import signed_headers
 from opened import with_backend
+from pglast.stream import RawStream
+from sqlnames import unqualified, used_builtins
 from starlette.testclient import TestClient
 
 T = TypeVar("T")
@@ -265,49 +273,174 @@ def _drop_roles(admin: Session) -> None:
             admin.execute_with_identifiers("drop role {r}", r=role)
 
 
-@pytest.fixture
-def planted(cluster: LocalCluster, admin: Session, db_url: str) -> Iterator[Calls]:
-    """mallory's plants in jobkit's database and in pg_cron's; yields the record of their calls
-    (read through superuser sessions pinned to pg_catalog, immune to the plants)."""
+#: The search paths the plants are tried under: the default (pg_catalog searched first), and public
+#: ahead of pg_catalog (True).
+ORDERS = {"pg_catalog first": False, "public first": True}
+
+# For the public-first order: a copy, in public, of every pg_catalog operator and plain function of
+# the given names (those jobkit's SQL uses), same signature, recording its call. Operators and
+# functions whose types plpgsql cannot take (internal, variadic "any") are left out.
+COPY_BUILTINS = """
+do $copy$
+declare
+    o record; f record; v_n int := 0; v_types text[]; v_args text; v_call text;
+begin
+    for o in select p.oprname, p.oprleft, p.oprright, p.oprresult from pg_catalog.pg_operator p
+             where p.oprnamespace operator(pg_catalog.=) 'pg_catalog'::pg_catalog.regnamespace
+               and p.oprname operator(pg_catalog.=) any (%(ops)s::pg_catalog.name[]) loop
+        v_n := v_n operator(pg_catalog.+) 1;
+        begin
+            execute pg_catalog.format(
+                'create function public.copied_%%s(%%s b %%s) returns %%s language plpgsql as $f$ '
+                'begin insert into public.planted_calls values (%%L); return %%s operator(pg_catalog.%%s) b; end $f$',
+                v_n, case when o.oprleft operator(pg_catalog.<>) 0
+                          then pg_catalog.format('a %%s,', pg_catalog.format_type(o.oprleft, null)) else '' end,
+                pg_catalog.format_type(o.oprright, null), pg_catalog.format_type(o.oprresult, null),
+                pg_catalog.format('operator %%s(%%s, %%s) (copy)', o.oprname,
+                                  pg_catalog.format_type(o.oprleft, null), pg_catalog.format_type(o.oprright, null)),
+                case when o.oprleft operator(pg_catalog.<>) 0 then 'a' else '' end, o.oprname);
+            execute pg_catalog.format(
+                'create operator public.%%s (function = public.copied_%%s, %%s rightarg = %%s)', o.oprname, v_n,
+                case when o.oprleft operator(pg_catalog.<>) 0
+                     then pg_catalog.format('leftarg = %%s,', pg_catalog.format_type(o.oprleft, null)) else '' end,
+                pg_catalog.format_type(o.oprright, null));
+            insert into public.copied values ('operator');
+        exception when others then
+            null;
+        end;
+    end loop;
+    for f in select p.oid, p.proname, p.proargtypes, p.prorettype, p.proretset from pg_catalog.pg_proc p
+             where p.pronamespace operator(pg_catalog.=) 'pg_catalog'::pg_catalog.regnamespace
+               and p.proname operator(pg_catalog.=) any (%(functions)s::pg_catalog.name[])
+               and p.prokind operator(pg_catalog.=) 'f' and p.provariadic operator(pg_catalog.=) 0 loop
+        v_n := v_n operator(pg_catalog.+) 1;
+        v_types := array(select pg_catalog.format_type(t, null) from pg_catalog.unnest(f.proargtypes::pg_catalog.oid[]) t);
+        v_args := pg_catalog.array_to_string(array(
+            select pg_catalog.format('a%%s %%s', i, v_types[i])
+            from pg_catalog.generate_subscripts(v_types, 1) i), ', ');
+        v_call := pg_catalog.format('pg_catalog.%%I(%%s)', f.proname, pg_catalog.array_to_string(array(
+            select 'a' operator(pg_catalog.||) i from pg_catalog.generate_subscripts(v_types, 1) i), ', '));
+        begin
+            execute pg_catalog.format(
+                'create function public.%%I(%%s) returns %%s%%s language plpgsql as $f$ '
+                'begin insert into public.planted_calls values (%%L); %%s; end $f$',
+                f.proname, v_args, case when f.proretset then 'setof ' else '' end,
+                pg_catalog.format_type(f.prorettype, null),
+                pg_catalog.format('%%s(%%s) (copy)', f.proname, pg_catalog.array_to_string(v_types, ', ')),
+                case when f.proretset then 'return query select * from ' operator(pg_catalog.||) v_call
+                     else 'return ' operator(pg_catalog.||) v_call end);
+            insert into public.copied values ('function');
+        exception when others then
+            null;
+        end;
+    end loop;
+end
+$copy$
+"""
+
+
+def _jobkit_sql() -> list[str]:
+    """Every query and cron command of jobkit's (what the copies are derived from)."""
+    with TemporaryDirectory() as folder:
+        config = Path(folder) / "jobkit.toml"
+        config.write_text(CONFIG.format(extra=""))
+        settings = load_settings(config)
+    site = CronSite("app", "postgres", (1, 4), f"jobkit:app.{SCHEMA}:")
+    commands = [w.command for w in scheduling.desired(settings, site) if w.target != "sql"]
+    return [*queries(SCHEMA).values(), *commands]
+
+
+def _copy_builtins(session: Session) -> int:
+    """Plant the copies (as mallory, on ``session``); how many were made."""
+    operators, functions = used_builtins(_jobkit_sql())
+    session.execute("create table public.copied (kind text)")
+    session.script(COPY_BUILTINS % {"ops": _array(sorted(operators)), "functions": _array(sorted(functions))})
+    return int(session.scalar("select pg_catalog.count(*) from public.copied"))
+
+
+@pytest.fixture(params=list(ORDERS))
+def planted(request: pytest.FixtureRequest, cluster: LocalCluster, admin: Session, db_url: str) -> Iterator[Calls]:
+    """mallory's plants in jobkit's database and in pg_cron's, under each search path of ORDERS;
+    yields the record of their calls (read through superuser sessions pinned to pg_catalog, immune
+    to the plants)."""
+    public_first = ORDERS[request.param]
     _drop_roles(admin)  # left over by an interrupted run
     admin.execute_with_identifiers("create role {r} nologin", r=MALLORY)
     admin.execute_with_identifiers("create role {r} login in role pg_read_all_settings", r=READER)
     calls = Calls()
+    urls = (db_url, cluster.url("postgres"))
     try:
         with ExitStack() as stack:
-            for url in (db_url, cluster.url("postgres")):
+            for url in urls:
                 session = stack.enter_context(Database(url).session())
                 session.execute("set search_path = pg_catalog, pg_temp")
                 calls.sessions.append(session)
                 session.execute_with_identifiers("grant create on schema public to {r}", r=MALLORY)
                 session.execute_with_identifiers("set role {r}", r=MALLORY)
                 session.script(_plant_sql())
+                if public_first:
+                    assert _copy_builtins(session) > 300
                 session.execute("reset role")
+                if public_first:
+                    session.execute_with_identifiers("alter database {db} set search_path = public, pg_catalog",
+                                                     db=Database(url).dbname)
+            if public_first:
+                _copies_shadow(db_url, calls)
             try:
                 yield calls
             finally:
-                for session in calls.sessions:
+                for url, session in zip(urls, calls.sessions, strict=True):
                     session.execute("reset role")
+                    session.execute_with_identifiers("alter database {db} reset search_path",
+                                                     db=Database(url).dbname)
                     session.execute_with_identifiers("drop owned by {r}", r=MALLORY)
     finally:
         _drop_roles(admin)
 
 
+def _copies_shadow(db_url: str, calls: Calls) -> None:
+    """The copies win over pg_catalog's originals for a name left to the search_path: the test can
+    fail."""
+    with Database(db_url).session() as session:
+        assert session.scalar("show search_path") == "public, pg_catalog"
+        session.execute("select pg_catalog.now() > pg_catalog.now(), md5('x')")
+    calls.collect("shadow check")
+    assert calls.steps.pop("shadow check") == [
+        "md5(text) (copy)", "operator >(timestamp with time zone, timestamp with time zone) (copy)"]
+
+
+@dataclass
+class Executed:
+    """The text of every statement jobkit's connector ran (``seen``); of those, the ones jobkit's
+    own code sent (not this test's), single statements and scripts apart."""
+
+    seen: set[str] = field(default_factory=set)
+    statements: set[str] = field(default_factory=set)
+    scripts: set[str] = field(default_factory=set)
+
+
 @pytest.fixture
-def executed(monkeypatch: pytest.MonkeyPatch) -> set[str]:
-    """The text of every statement jobkit's connector ran."""
+def executed(monkeypatch: pytest.MonkeyPatch) -> Executed:
     import jobkit.connector as connector
     import jobkit.connector.aio as aio
 
-    seen: set[str] = set()
+    package = str(Path(jobkit.__file__).parent)
+    seam = str(Path(connector.__file__).parent)
+    found = Executed()
 
     def record(sql: str) -> str:
-        seen.add(sql)
+        found.seen.add(sql)
+        frame, script = sys._getframe(1), False
+        while frame is not None and frame.f_code.co_filename.startswith(seam):  # up to the caller
+            script |= frame.f_code.co_name == "script"
+            frame = frame.f_back
+        if frame is not None and frame.f_code.co_filename.startswith(package):
+            (found.scripts if script else found.statements).add(sql)
         return sql
 
     monkeypatch.setattr(connector, "_q", record)
     monkeypatch.setattr(aio, "_q", record)
-    return seen
+    return found
 
 
 def _cli(config: Path, *args: str, input: str | None = None) -> Result:
@@ -387,7 +520,9 @@ def _drain(db_url: str) -> None:
         drainer = Drainer(jobs, backend, concurrency=1, prefetch=3)
         task = asyncio.create_task(drainer.drain("slow"))
         deadline = asyncio.get_running_loop().time() + 10
-        while drainer.held == 0:  # until the slow jobs are claimed
+        # Until the window (3) is full: 3 of the 4 slow jobs claimed, one running, two waiting. (Not
+        # `held`, which counts a claim still in flight: a shutdown then had nothing to release.)
+        while await backend.due_count("slow") > 1:
             assert asyncio.get_running_loop().time() < deadline
             await asyncio.sleep(0.005)
         assert await drainer.shutdown(timedelta(seconds=5)) > 0  # release_jobs
@@ -619,7 +754,7 @@ def _dashboard(db_url: str, pinned: Session) -> None:
 # ---- the test -------------------------------------------------------------------------------------
 
 def test_planted_objects_never_run(
-    planted: Calls, executed: set[str], db_url: str, tmp_path: Path
+    planted: Calls, executed: Executed, db_url: str, tmp_path: Path
 ) -> None:
     config = tmp_path / "jobkit.toml"
     pinned = planted.app
@@ -644,8 +779,23 @@ def test_planted_objects_never_run(
         planted.collect(name)
     assert planted.steps == {}, "planted objects ran:\n" + "\n".join(
         f"  {step}: {', '.join(names)}" for step, names in planted.steps.items())
-    unused = sorted(name for name, text in queries(SCHEMA).items() if text not in executed)
+    unused = sorted(name for name, text in queries(SCHEMA).items() if text not in executed.seen)
     assert unused == [], f"queries no step ran: {unused}"
+    _sent_qualified(executed)
+
+
+def _sent_qualified(executed: Executed) -> None:
+    """Nothing jobkit's code sent on any path leaves a name to the search_path: every statement names
+    its functions, operators, types and relations with their schema; every script (migrations and
+    the API schemas: DDL that is frozen once released) pins search_path first."""
+    assert len(executed.statements) > 100 and executed.scripts
+    found = {sql: names for sql in executed.statements
+             if (names := unqualified(re.sub(r"\{(\w+)\}", r'"\1"', sql)))}  # {name}: an identifier
+    assert found == {}
+    pin = "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', TRUE)"
+    unpinned = [script[:200] for script in executed.scripts
+                if RawStream()(pglast.parse_sql(script)[0].stmt) != pin]
+    assert unpinned == []
 
 
 def _with_session(db_url: str, body: Callable[[Session], None]) -> None:
@@ -653,44 +803,138 @@ def _with_session(db_url: str, body: Callable[[Session], None]) -> None:
         body(session)
 
 
-# SQL syntax that looks like a call, and the type names that are keywords (the grammar turns them into
-# pg_catalog's types, whatever the search_path).
-SYNTAX = {"all", "and", "any", "as", "coalesce", "conflict", "else", "exists", "extract", "filter", "from", "gin", "group",
-          "greatest", "in", "join", "lateral", "least", "not", "nullif", "on", "or", "over", "select", "then",
-          "using", "values", "when", "where", "with"}
-KEYWORD_TYPES = {"bigint", "boolean", "int", "integer", "interval", "smallint"}
-
-
-def _unqualified(sql: str) -> list[str]:
-    """Built-in names in ``sql`` that are not written pg_catalog.name (a lexical check)."""
-    text = re.sub(r"--[^\n]*", " ", sql)
-    text = re.sub(r"(?:\bE)?'(?:[^']|'')*'", "''", text)
-    text = re.sub(r"(?i)\bas\s+\w+\s*\(", "as (", text)  # alias column lists: as e(v, n)
-    calls = [m for m in re.findall(r"(?<![\w.\"%])([a-z_]\w*)\s*\(", text, re.I) if m.lower() not in SYNTAX]
-    casts = [m for m in re.findall(r"::\s*([a-z_]\w*)\b(?!\s*\.)", text, re.I) if m.lower() not in KEYWORD_TYPES]
-    tables = re.findall(r"(?<![\w.\"])(pg_(?!catalog\b)\w+)(?!\s*\()", text)
-    return [f"{name}(...)" for name in calls] + [f"::{name}" for name in casts] + tables
-
-
-def test_runtime_sql_names_built_ins_with_their_schema(tmp_path: Path) -> None:
-    """The lexical side of test_planted_objects_never_run, which cannot see a call that no row
-    reaches (a CASE branch, the right side of an OR). Operators are checked there only."""
-    config = tmp_path / "jobkit.toml"
-    config.write_text(CONFIG.format(extra=""))
-    settings = load_settings(config)
-    cron_site = CronSite("app", "postgres", (1, 4), "jobkit:app.jobkit:")
-    texts = {f"query {name}": sql for name, sql in queries(SCHEMA).items()}
-    texts |= {f"cron command {w.name}": w.command for w in scheduling.desired(settings, cron_site)
-              if w.target != "sql"}
-    found = {label: names for label, sql in texts.items() if (names := _unqualified(sql))}
-    assert found == {}
-
-
 def test_grants_are_immune(planted: Calls, db_url: str) -> None:
-    """The grants block each migration ends with runs under the deployer's search_path: its
-    format() calls name pg_catalog, so a planted format(text, text, text) does not win."""
+    """The grants block each migration ends with (frozen inside migrations 0001 and 0003) runs as a
+    deploy runs it: after the bootstrap, whose first statement pins search_path for the transaction.
+    Its format() calls name pg_catalog too, so a planted format(text, text, text) does not win."""
+    settings = Settings(db_url=db_url)
     grants = environment().get_template("grants.sql").render(schema=SCHEMA, s=ident(SCHEMA))
     with Database(db_url).session() as session:
-        session.script(grants)
+        session.script(render_bootstrap(settings) + "\n" + grants)  # one implicit transaction
     planted.collect("grants.sql")
     assert planted.steps == {}, f"planted objects ran: {planted.steps}"
+
+
+# mallory's operator of issue 21 (item 3): concatenating text and an integer, an exact fit where
+# pg_catalog only has the polymorphic ||(text, anynonarray); run by a superuser, it makes her one.
+ESCALATING_CONCAT = """
+create table public.planted_calls (name text);
+grant insert, select, delete on public.planted_calls to public;
+create function public.concat_text_integer(a text, b integer) returns text language plpgsql as $f$
+begin
+    insert into public.planted_calls values ('||(text, integer)');
+    if (select rolsuper from pg_catalog.pg_roles where rolname operator(pg_catalog.=) current_user) then
+        execute 'alter role mallory superuser';
+    end if;
+    return a operator(pg_catalog.||) b::pg_catalog.text;
+end
+$f$;
+create operator public.|| (function = public.concat_text_integer, leftarg = text, rightarg = integer);
+"""
+
+FAIR_CONFIG = """
+schema = "jobkit"
+
+[types.tenant]
+concurrency_key = "t:{payload.t}"
+max_running_per_key = 2
+max_running = 10
+"""
+
+
+def test_doctor_runs_no_operator_planted_in_public(admin: Session, db_url: str, tmp_path: Path) -> None:
+    """`jobkit doctor` listed fair types as `type || ' ' || max_running_per_key || '/key'`: the
+    owner ran mallory's public.||(text, integer), and mallory became superuser."""
+    config = tmp_path / "jobkit.toml"
+    config.write_text(FAIR_CONFIG)
+    _cli(config, "deploy", "--db-url", db_url)
+    _drop_roles(admin)
+    admin.execute_with_identifiers("create role {r} nologin", r=MALLORY)
+    try:
+        with Database(db_url).session() as pinned:
+            pinned.execute("set search_path = pg_catalog, pg_temp")
+            pinned.execute_with_identifiers("grant create on schema public to {r}", r=MALLORY)
+            pinned.execute_with_identifiers("set role {r}", r=MALLORY)
+            pinned.script(ESCALATING_CONCAT)
+            pinned.execute("reset role")
+            try:
+                checks = doctor.run(Database(db_url), load_settings(config, db_url=db_url))
+                shown = CliRunner().invoke(cli, ["-c", str(config), "doctor", "--db-url", db_url]).output
+                ran = [r["name"] for r in pinned.all("select name from public.planted_calls")]
+                superuser = pinned.scalar("select rolsuper from pg_roles where rolname = %s", (MALLORY,))
+            finally:
+                pinned.execute_with_identifiers("drop owned by {r}", r=MALLORY)
+    finally:
+        _drop_roles(admin)
+    assert (ran, superuser) == ([], False)
+    concurrency = next(c for c in checks if c.name == "concurrency")
+    assert "fair types: tenant 2/key 10 max" in concurrency.detail
+    assert "tenant 2/key 10 max" in shown
+
+
+def test_every_function_pins_an_empty_search_path(db_url: str, tmp_path: Path) -> None:
+    """Every function jobkit creates, in its schema, the Data API's and the per-user API's (trigger
+    functions included), resolves names in pg_catalog only, whoever calls it and from where."""
+    config = tmp_path / "jobkit.toml"
+    config.write_text(CONFIG.format(extra=""))
+    _cli(config, "deploy", "--db-url", db_url)
+    with Database(db_url).session() as session:
+        rows = session.all(
+            "select p.oid::pg_catalog.regprocedure::pg_catalog.text as function, p.prokind, p.proconfig "
+            "from pg_catalog.pg_proc p join pg_catalog.pg_namespace n on n.oid = p.pronamespace "
+            "where n.nspname = any(%s)", ([SCHEMA, "jobkit_api", "jobkit_user"],))
+    assert len(rows) > 50 and any(r["function"].startswith("jobkit_user.") for r in rows)
+    assert {r["prokind"] for r in rows} == {"f"}
+    unpinned = [r["function"] for r in rows if 'search_path=""' not in (r["proconfig"] or [])]
+    assert unpinned == []
+
+
+# What jobkit's deploy stored (defaults, constraints, indexes, views, policies, triggers) that refers
+# to a function, operator or type of `public`.
+BOUND_TO_PUBLIC = """
+select pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid) as stored,
+       pg_catalog.pg_describe_object(d.refclassid, d.refobjid, d.refobjsubid) as refers_to
+from pg_catalog.pg_depend d
+where d.classid operator(pg_catalog.=) any (array['pg_attrdef', 'pg_constraint', 'pg_class', 'pg_rewrite',
+                                                  'pg_policy', 'pg_trigger']::pg_catalog.regclass[])
+  and 'public'::pg_catalog.regnamespace operator(pg_catalog.=) case d.refclassid
+      when 'pg_proc'::pg_catalog.regclass
+          then (select p.pronamespace from pg_catalog.pg_proc p where p.oid operator(pg_catalog.=) d.refobjid)
+      when 'pg_operator'::pg_catalog.regclass
+          then (select o.oprnamespace from pg_catalog.pg_operator o where o.oid operator(pg_catalog.=) d.refobjid)
+      when 'pg_type'::pg_catalog.regclass
+          then (select t.typnamespace from pg_catalog.pg_type t where t.oid operator(pg_catalog.=) d.refobjid) end
+"""
+
+
+def test_deploy_binds_nothing_planted(admin: Session, fresh_db: str, tmp_path: Path) -> None:
+    """A first deploy into a database whose search_path puts `public` (holding mallory's plants and
+    copies of the built-ins) ahead of pg_catalog: every migration, the Data API and the per-user
+    API run after the bootstrap's search_path pin, so no default, constraint, index, policy or
+    trigger binds a planted object, and none runs."""
+    config = tmp_path / "jobkit.toml"
+    config.write_text(CONFIG.format(extra=""))
+    _drop_roles(admin)
+    admin.execute_with_identifiers("create role {r} nologin", r=MALLORY)
+    try:
+        with Database(fresh_db).session() as pinned:
+            pinned.execute("set search_path = pg_catalog, pg_temp")
+            pinned.execute_with_identifiers("grant create on schema public to {r}", r=MALLORY)
+            pinned.execute_with_identifiers("set role {r}", r=MALLORY)
+            pinned.script(_plant_sql())
+            assert _copy_builtins(pinned) > 300
+            pinned.execute("reset role")
+            pinned.execute_with_identifiers("alter database {db} set search_path = public, pg_catalog",
+                                            db=Database(fresh_db).dbname)
+            try:
+                _cli(config, "deploy", "--db-url", fresh_db)
+                jobkit.enqueue(fresh_db, "mail", {"to": "a"})  # the defaults and triggers of a row
+                ran = [r["name"] for r in pinned.all("select name from public.planted_calls")]
+                bound = pinned.all(BOUND_TO_PUBLIC)
+            finally:
+                pinned.execute_with_identifiers("alter database {db} reset search_path",
+                                                db=Database(fresh_db).dbname)
+                pinned.execute_with_identifiers("drop owned by {r}", r=MALLORY)
+    finally:
+        _drop_roles(admin)
+    assert (ran, bound) == ([], [])

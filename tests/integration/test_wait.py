@@ -41,7 +41,7 @@ def _listening(db_url: str) -> int:
     """Connections of this database that LISTEN wait()'s channel (they poll job_state)."""
     with psycopg.connect(db_url, autocommit=True) as conn:
         row = conn.execute("select count(*) from pg_stat_activity where datname = current_database() "
-                           "and query like '%%from \"jobkit\".jobs where id =%%' "
+                           "and query like '%%from \"jobkit\".jobs where id operator(pg_catalog.=)%%' "
                            "and pid <> pg_backend_pid()").fetchone()
         return int(row[0]) if row else 0
 

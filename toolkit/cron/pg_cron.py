@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import builtins
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -99,7 +100,7 @@ class CronJobs:
 
     def create(self, want: Desired) -> int:
         self.check(want)
-        with self._cron_session() as s:
+        with self._cron_call() as s:
             return int(s.scalar(self.q["cron_schedule_in_database"], {
                 "name": cron_job_name(self.site.prefix, want.name), "schedule": want.schedule,
                 "command": want.command, "database": want.database}))
@@ -114,13 +115,13 @@ class CronJobs:
         self._alter(job.jobid, active=active)
 
     def delete(self, job: CronJob) -> None:
-        with self._cron_session() as s:
+        with self._cron_call() as s:
             s.scalar(self.q["cron_unschedule"], {"jobid": job.jobid})
 
     def _alter(self, jobid: int, **changes: Any) -> None:
         params = {"jobid": jobid, "schedule": None, "command": None, "active": None,
                   "database": None, **changes}
-        with self._cron_session() as s:
+        with self._cron_call() as s:
             s.execute(self.q["cron_alter_job"], params)
 
     def check(self, want: Desired) -> None:
@@ -158,6 +159,15 @@ class CronJobs:
         target = self.db if self.site.cron_database == self.site.jobkit_database else (
             self.db.with_dbname(self.site.cron_database))
         return target.session()
+
+    @contextmanager
+    def _cron_call(self) -> Iterator[Session]:
+        """A transaction on the cron database with search_path pinned to pg_catalog: pg_cron's own
+        functions look names up through the caller's path (alter_job's queries compare with a
+        bare `=`, so a planted public.=(bigint, bigint) ran in them with `public` first)."""
+        with self._cron_session() as s, s.transaction():
+            s.execute(self.q["pin_search_path"])
+            yield s
 
 
 def origins(session: Session, settings: Settings) -> dict[str, str]:

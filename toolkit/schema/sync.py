@@ -152,9 +152,12 @@ def api_changes(session: Session, settings: Settings, api_sql: str, *, apply: bo
     runs for real, only when it changes something (a second deploy writes nothing)."""
     target = schema or settings.api_schema
     assert target is not None
-    before = _api_catalog(session, settings, target, catalog)
     try:
         with session.transaction():
+            # Both reads under the script's own search_path: pg_get_expr writes an operator
+            # OPERATOR(pg_catalog.=) when the session's path would resolve its bare name elsewhere.
+            session.execute(queries(settings.schema)["pin_search_path"])
+            before = _api_catalog(session, settings, target, catalog)
             session.script(api_sql)
             after = _api_catalog(session, settings, target, catalog)
             raise _DryRun

@@ -320,14 +320,14 @@ select type, key, paused_at from {{ s }}.pauses order by type, key nulls first
 -- name: type_known
 -- Is this job type known beyond jobkit.toml (ops/types.py): synced to job_types by deploy, served by
 -- a worker (known_types), paused, or the type of a job. Stops at the first that has it.
-select exists (select 1 from {{ s }}.job_types t where t.type = %(type)s::pg_catalog.text)
-    or exists (select 1 from {{ s }}.known_types k where k.type = %(type)s::pg_catalog.text)
-    or exists (select 1 from {{ s }}.pauses p where p.type = %(type)s::pg_catalog.text)
-    or exists (select 1 from {{ s }}.jobs j where j.type = %(type)s::pg_catalog.text) as known
+select exists (select 1 from {{ s }}.job_types t where t.type operator(pg_catalog.=) %(type)s::pg_catalog.text)
+    or exists (select 1 from {{ s }}.known_types k where k.type operator(pg_catalog.=) %(type)s::pg_catalog.text)
+    or exists (select 1 from {{ s }}.pauses p where p.type operator(pg_catalog.=) %(type)s::pg_catalog.text)
+    or exists (select 1 from {{ s }}.jobs j where j.type operator(pg_catalog.=) %(type)s::pg_catalog.text) as known
 
 -- name: known_types
 -- Every job type the database knows (the "did you mean" of an unknown one: ops/types.py).
-select t.type from {{ s }}.job_types t where t.type <> '*'
+select t.type from {{ s }}.job_types t where t.type operator(pg_catalog.<>) '*'
 union select k.type from {{ s }}.known_types k
 union select p.type from {{ s }}.pauses p
 union select j.type from {{ s }}.jobs j

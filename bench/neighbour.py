@@ -117,6 +117,47 @@ def run_once(url: str, n: int, uncoalesced: bool, async_commit: bool) -> dict[st
     return asyncio.run(main())
 
 
+def enqueue_cost(url: str, n: int, rounds: int) -> dict[str, list[float]]:
+    """Single-row enqueue transactions per second on one connection (synchronous_commit off, so
+    the figure is the statement's cost, not the disk's), the variants interleaved in one database:
+    sent (every transaction wakes: _wake_needed replaced by `select true`, as before 0010),
+    fresh (0010's check, and every transaction still wakes: each enqueues a type of its own),
+    coalesced (no worker: one wake-up a second), draining (a worker drains: no wake-up at all).
+    Over pg_net (the stand-in's queue, not sent) and over NOTIFY."""
+    from jobkit.config import Settings
+    from jobkit.connector import Database
+    from jobkit.cron.secrets import set_secrets
+    from jobkit.schema.deploy import DeployOptions, deploy
+
+    install_pg_net(url)
+    set_secrets(Database(url), Settings(db_url=url), url="http://127.0.0.1:9/run", secret="x" * 40)
+    with psycopg.connect(url, autocommit=True) as conn:
+        original = conn.execute("select pg_get_functiondef('jobkit._wake_needed(text)'::regprocedure)"
+                                ).fetchone()
+    assert original is not None
+    rates: dict[str, list[float]] = {}
+    for transport in ("pg_net", "notify"):
+        from jobkit.config import WakeConfig
+
+        deploy(Database(url), Settings(db_url=url, wake=WakeConfig(transport=transport)),
+               DeployOptions(schedules=False), echo=lambda _m: None)
+        for _ in range(rounds):
+            for variant in ("sent", "fresh", "coalesced", "draining"):
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute("truncate jobkit.jobs, jobkit.wakeups, jobkit.wake_drains, jobkit.wake_sent")
+                    conn.execute("truncate net.http_request_queue")
+                    conn.execute(UNCOALESCED if variant == "sent" else original[0])
+                    if variant == "draining":
+                        conn.execute("select jobkit.wake_draining(%s, interval '1 hour')", (JOB_TYPE,))
+                    conn.execute("set synchronous_commit = off")
+                    started = time.monotonic()
+                    for i in range(n):
+                        job_type = f"{JOB_TYPE}.{i}" if variant == "fresh" else JOB_TYPE
+                        conn.execute("select jobkit.enqueue(%s, %s)", (job_type, Jsonb({"i": i})))
+                    rates.setdefault(f"{transport} {variant}", []).append(n / (time.monotonic() - started))
+    return rates
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.neighbour", description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=3000)
@@ -124,7 +165,15 @@ def main() -> None:
     parser.add_argument("--uncoalesced", action="store_true", help="every transaction wakes (before 0010)")
     parser.add_argument("--async-commit", action="store_true",
                         help="the enqueuer's commits do not wait for the disk (a faster burst)")
+    parser.add_argument("--enqueue-cost", action="store_true",
+                        help="only the single-enqueue cost of each wake-up variant (jobs/s)")
     args = parser.parse_args()
+    if args.enqueue_cost:
+        with BenchCluster(echo=lambda _m: None) as cluster, cluster.database("jobkit") as url:
+            for name, values in enqueue_cost(url, args.jobs, args.repeats).items():
+                print(f"{name}: median {statistics.median(values):.0f} jobs/s "
+                      f"({', '.join(f'{v:.0f}' for v in values)})")
+        return
     runs = []
     with BenchCluster(echo=lambda _m: None) as cluster:
         for k in range(args.repeats):

@@ -4,7 +4,9 @@
                 X-Jobkit-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>   (signing.py; 401 otherwise)
     GET  /healthz   200 when the database (and, with --listen, the LISTEN connection) is up, else 503
 
-By default /run answers 202 at once and the Dispatcher drains the type in the background until it
+A signed request is accepted once per fleet: the database consumes its signature (consume_wake),
+and a repeat, in this process or any other, is answered 200 ``{"duplicate": true}`` with nothing
+done. By default /run answers 202 at once and the Dispatcher drains the type in the background until it
 is empty (``at`` in the future sets a timer instead). ``mode="sync"`` (or ``POST /run?wait=1``)
 drains first, within ``budget_ms``, and answers 200 with a summary, for hosts that stop work once
 the response is sent (serverless functions). With ``listen`` the worker also LISTENs for NOTIFY

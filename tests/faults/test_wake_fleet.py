@@ -4,7 +4,7 @@ other deliveries, pg_net's own included, are harmless duplicates (2xx), never fa
 
 from __future__ import annotations
 
-import time
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -81,8 +81,6 @@ def test_concurrent_replays_race_to_one_acceptance(fault_url: str, workers: Call
         Lifecycle(session, "jobkit").enqueue(NewJob("fault.work", {"seconds": 0.01}))
     body, headers = _queued(url)
 
-    import asyncio
-
     async def race() -> list[int]:
         async with httpx.AsyncClient(timeout=10) as client:
             calls = [client.post(w.url + "/run", content=body, headers=headers) for w in fleet for _ in range(5)]
@@ -90,7 +88,7 @@ def test_concurrent_replays_race_to_one_acceptance(fault_url: str, workers: Call
 
     statuses = asyncio.run(race())
     assert sorted(statuses) == [200] * 14 + [202], statuses
-    time.sleep(0.1)
+    wait_for(lambda: count(url, "status = 'completed'") == 1, 20, "the job ran")
 
 
 def _settled(url: str) -> bool:

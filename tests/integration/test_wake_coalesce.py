@@ -128,7 +128,7 @@ def test_an_enqueue_waits_out_a_worker_going_idle_then_wakes(wired: str, session
         thread.start()
         assert not done.wait(0.3)  # blocked on the worker's exclusive lock
         worker.commit()
-        thread.join(5)
+        thread.join(15)
     assert done.is_set() and _sent(session, "mail") == 1
 
 

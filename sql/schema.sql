@@ -1378,6 +1378,65 @@ begin
 end
 $$;
 
+-- Accept a signed wake-up once across the whole fleet (0010): true the first time its signature
+-- is seen, false for any repeat (a replay read from pg_net's queue, pg_net's own later delivery,
+-- another worker process, the same one after a restart). p_expires_at: when its window ends; the
+-- row is kept 10 minutes longer (clock skew between workers and the database), and each call
+-- deletes a few rows past that.
+create function {{ s }}.consume_wake(p_nonce text, p_expires_at timestamptz) returns boolean
+language sql volatile set search_path = '' as $$
+    with expired as (
+        delete from {{ s }}.wake_nonces n
+        where n.nonce = any (array(select e.nonce from {{ s }}.wake_nonces e
+                                   where e.expires_at < pg_catalog.now() - interval '10 minutes'
+                                   order by e.expires_at limit 10))
+    ), fresh as (
+        insert into {{ s }}.wake_nonces (nonce, expires_at) values (p_nonce, p_expires_at)
+        on conflict (nonce) do nothing
+        returning true as ok
+    )
+    select coalesce((select f.ok from fresh f), false)
+$$;
+
+-- A worker drains p_type (0010): enqueues of the type send no wake-up for p_for, which the worker
+-- refreshes while its drain runs (a worker that dies stops refreshing: wake-ups resume after p_for,
+-- and the cron wake-up covers what was enqueued meanwhile).
+create function {{ s }}.wake_draining(p_type text, p_for interval) returns void
+language sql volatile set search_path = '' as $$
+    insert into {{ s }}.wake_drains as d (type, draining_until)
+    values (p_type, pg_catalog.clock_timestamp() + p_for)
+    on conflict (type) do update set draining_until = excluded.draining_until
+$$;
+
+-- A worker's drain of p_type ended (0010). Only when no enqueue that skipped its wake-up relying on
+-- a drain is still in flight (they hold the type's shared wake lock until they end): then enqueues
+-- send wake-ups again, and the worker checks once more for due jobs (so the last skipped enqueue's
+-- job is seen by that check or by a new wake-up). False: try again after another look for jobs.
+-- p_handoff (the worker is stopping): mark idle in any case and wake another worker for what is due
+-- (unconditionally when an enqueue is still in flight, since its job is not visible yet).
+create function {{ s }}.wake_idle(p_type text, p_handoff boolean default false) returns boolean
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_free boolean := pg_catalog.pg_try_advisory_xact_lock(
+        pg_catalog.hashtextextended({{ (schema ~ ".wake:") | literal }} || p_type, 0));
+begin
+    if not v_free and not p_handoff then
+        return false;
+    end if;
+    insert into {{ s }}.wake_drains as d (type, draining_until, idle_at)
+    values (p_type, null, pg_catalog.clock_timestamp())
+    on conflict (type) do update set draining_until = null, idle_at = excluded.idle_at;
+    if p_handoff then
+        if v_free then
+            perform {{ s }}.wake(p_type);
+        else
+            perform {{ s }}._send_wake(p_type, 1);
+        end if;
+    end if;
+    return v_free;
+end
+$$;
+
 -- When the next pending job of a type becomes due (null: none), by a skip scan over the claim
 -- index: one probe per distinct priority, however many jobs are pending.
 create function {{ s }}.next_due(p_type text) returns timestamptz
@@ -1642,65 +1701,6 @@ begin
     end if;
     perform set_config(v_guc, jsonb_set(v_state, array[p_type],
                                         jsonb_build_array(v_calls, v_rows, v_at))::text, true);
-end
-$$;
-
--- Accept a signed wake-up once across the whole fleet (0010): true the first time its signature
--- is seen, false for any repeat (a replay read from pg_net's queue, pg_net's own later delivery,
--- another worker process, the same one after a restart). p_expires_at: when its window ends; the
--- row is kept 10 minutes longer (clock skew between workers and the database), and each call
--- deletes a few rows past that.
-create function {{ s }}.consume_wake(p_nonce text, p_expires_at timestamptz) returns boolean
-language sql volatile set search_path = '' as $$
-    with expired as (
-        delete from {{ s }}.wake_nonces n
-        where n.nonce = any (array(select e.nonce from {{ s }}.wake_nonces e
-                                   where e.expires_at < pg_catalog.now() - interval '10 minutes'
-                                   order by e.expires_at limit 10))
-    ), fresh as (
-        insert into {{ s }}.wake_nonces (nonce, expires_at) values (p_nonce, p_expires_at)
-        on conflict (nonce) do nothing
-        returning true as ok
-    )
-    select coalesce((select f.ok from fresh f), false)
-$$;
-
--- A worker drains p_type (0010): enqueues of the type send no wake-up for p_for, which the worker
--- refreshes while its drain runs (a worker that dies stops refreshing: wake-ups resume after p_for,
--- and the cron wake-up covers what was enqueued meanwhile).
-create function {{ s }}.wake_draining(p_type text, p_for interval) returns void
-language sql volatile set search_path = '' as $$
-    insert into {{ s }}.wake_drains as d (type, draining_until)
-    values (p_type, pg_catalog.clock_timestamp() + p_for)
-    on conflict (type) do update set draining_until = excluded.draining_until
-$$;
-
--- A worker's drain of p_type ended (0010). Only when no enqueue that skipped its wake-up relying on
--- a drain is still in flight (they hold the type's shared wake lock until they end): then enqueues
--- send wake-ups again, and the worker checks once more for due jobs (so the last skipped enqueue's
--- job is seen by that check or by a new wake-up). False: try again after another look for jobs.
--- p_handoff (the worker is stopping): mark idle in any case and wake another worker for what is due
--- (unconditionally when an enqueue is still in flight, since its job is not visible yet).
-create function {{ s }}.wake_idle(p_type text, p_handoff boolean default false) returns boolean
-language plpgsql volatile set search_path = '' as $$
-declare
-    v_free boolean := pg_catalog.pg_try_advisory_xact_lock(
-        pg_catalog.hashtextextended({{ (schema ~ ".wake:") | literal }} || p_type, 0));
-begin
-    if not v_free and not p_handoff then
-        return false;
-    end if;
-    insert into {{ s }}.wake_drains as d (type, draining_until, idle_at)
-    values (p_type, null, pg_catalog.clock_timestamp())
-    on conflict (type) do update set draining_until = null, idle_at = excluded.idle_at;
-    if p_handoff then
-        if v_free then
-            perform {{ s }}.wake(p_type);
-        else
-            perform {{ s }}._send_wake(p_type, 1);
-        end if;
-    end if;
-    return v_free;
 end
 $$;
 

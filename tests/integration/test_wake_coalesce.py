@@ -197,3 +197,27 @@ def test_a_job_enqueued_as_the_worker_finishes_is_not_left_behind(
     wait_until(lambda: session.scalar("select count(*) from jobkit.jobs where status = 'completed'") == 2,
                10, "the late job ran")
     assert _sent(session, "e2e.ok") == 1
+
+
+def test_a_stopping_worker_hands_its_type_to_another(
+    db_url: str, net: PgNetStandIn, session: Session, workers: Callable[..., Worker]
+) -> None:
+    """A worker drains a type (so an enqueue skips its wake-up) and is stopped before that enqueue
+    commits: its hand-over wakes another worker (pg_net calls B), which runs the job."""
+    first, second = workers("--linger", "30s"), workers()
+    set_secrets(Database(db_url), Settings(db_url=db_url), url=second.url + "/run", secret=SECRET)
+    assert first.run({"type": "e2e.ok"}).status_code == 202  # A drains e2e.ok, then lingers 30 s
+    wait_until(lambda: session.scalar("select draining_until > clock_timestamp() from jobkit.wake_drains "
+                                      "where type = 'e2e.ok'") is True, 10, "A marked e2e.ok draining")
+    with psycopg.connect(db_url) as late:
+        job = late.execute("select jobkit.enqueue('e2e.ok', '{}')").fetchone()  # skipped: A drains
+        assert _sent(session, "e2e.ok") == 0
+        code, _out = first.stop()
+        assert code == 0
+        assert _sent(session, "e2e.ok") == 1  # A's hand-over
+        late.commit()
+    assert job is not None
+    wait_until(lambda: session.scalar("select status from jobkit.jobs where id = %s", (job[0],)) == "completed",
+               20, "B ran the job")
+    assert session.scalar("select worker_id from jobkit.jobs where id = %s", (job[0],)) == second.health()["worker"]
+    assert _sent(session, "e2e.ok") == 1

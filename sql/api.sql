@@ -146,6 +146,22 @@ language sql volatile set search_path = '' as $$
     select * from {{ s }}.worker_keys()
 $$;
 
+-- The wake path (0010): a signed wake-up accepted once per fleet; a worker draining a type.
+create or replace function {{ api }}.consume_wake(p_nonce text, p_expires_at timestamptz)
+returns boolean language sql volatile set search_path = '' as $$
+    select {{ s }}.consume_wake(p_nonce, p_expires_at)
+$$;
+
+create or replace function {{ api }}.wake_draining(p_type text, p_for interval)
+returns void language sql volatile set search_path = '' as $$
+    select {{ s }}.wake_draining(p_type, p_for)
+$$;
+
+create or replace function {{ api }}.wake_idle(p_type text, p_handoff boolean default false)
+returns boolean language sql volatile set search_path = '' as $$
+    select {{ s }}.wake_idle(p_type, p_handoff)
+$$;
+
 create or replace function {{ api }}.ping()
 returns boolean language sql volatile set search_path = '' as $$
     select true

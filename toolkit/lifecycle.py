@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
@@ -138,6 +138,15 @@ class Statements:
 
     def record_types(self, types: Sequence[str]) -> Statement[None]:
         return Statement(self.q["record_types"], {"types": list(types)}, _nothing)
+    # The wake path (0010): a signed wake-up accepted once per fleet; a worker draining a type.
+    def consume_wake(self, nonce: str, expires_at: datetime) -> Statement[bool]:
+        return Statement(self.q["consume_wake"], {"nonce": nonce, "expires_at": expires_at}, _flag)
+
+    def wake_draining(self, job_type: str, until: timedelta) -> Statement[None]:
+        return Statement(self.q["wake_draining"], {"type": job_type, "for": until}, _nothing)
+
+    def wake_idle(self, job_type: str, handoff: bool = False) -> Statement[bool]:
+        return Statement(self.q["wake_idle"], {"type": job_type, "handoff": handoff}, _flag)
 
 
 class Lifecycle:

@@ -52,3 +52,13 @@ from {{ s }}.jobs
 where status operator(pg_catalog.=) 'pending' and scheduled_for operator(pg_catalog.<=) pg_catalog.now()
 group by type
 order by type
+
+-- name: consume_wake
+-- A signed wake-up, accepted once per fleet: true the first time its signature is consumed.
+select {{ s }}.consume_wake(%(nonce)s, %(expires_at)s) as fresh
+
+-- name: wake_draining
+select {{ s }}.wake_draining(%(type)s, %(for)s)
+
+-- name: wake_idle
+select {{ s }}.wake_idle(%(type)s, %(handoff)s) as idle

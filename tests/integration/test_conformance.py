@@ -355,3 +355,18 @@ def test_ping_answers(run: Run[Any]) -> None:
         assert isinstance(await b.worker_keys(), list)
 
     run(body)
+
+
+def test_a_signed_wake_up_is_consumed_once(run: Run[Any]) -> None:
+    """The fleet's nonce store (issue 21, Found 4): the first consume wins, every repeat is refused,
+    through every backend (the Data API's consume_wake RPC included)."""
+    async def body(b: Backend) -> None:
+        nonce = uuid.uuid4().hex * 2
+        expires = _now() + timedelta(seconds=60)
+        assert await b.consume_wake(nonce, expires) is True
+        assert await b.consume_wake(nonce, expires) is False
+        assert await b.consume_wake(uuid.uuid4().hex * 2, expires) is True
+        await b.wake_draining("conformance.wake", timedelta(seconds=3))
+        assert await b.wake_idle("conformance.wake") is True
+
+    run(body)

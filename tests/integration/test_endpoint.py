@@ -64,7 +64,8 @@ def count(session: Session, status: str) -> int:
     return int(session.scalar("select count(*) from jobkit.jobs where status = %s", (status,)))
 
 
-@pytest.mark.parametrize("how", ["no header", "wrong secret", "malformed", "expired", "from the future"])
+@pytest.mark.parametrize("how", ["no header", "wrong secret", "malformed", "expired", "from the future",
+                                 "t of 5,000 digits", "t of superscript digits"])
 def test_unsigned_or_badly_signed_calls_are_401(
     client: TestClient, endpoint: WorkerEndpoint, session: Session, how: str
 ) -> None:
@@ -76,6 +77,8 @@ def test_unsigned_or_badly_signed_calls_are_401(
         "malformed": {HEADER: "t=abc,v1=zz"},
         "expired": signed_headers(SECRET, raw, t=int(time.time()) - 120),
         "from the future": signed_headers(SECRET, raw, t=int(time.time()) + 120),
+        "t of 5,000 digits": {HEADER: f"t={'9' * 5000},v1={'ab' * 32}"},  # Found 5: was a 500
+        "t of superscript digits": {HEADER: f"t=\u00b2\u00b3,v1={'ab' * 32}".encode()},
     }[how]
     response = client.post("/run", content=raw, headers=headers)
     assert response.status_code == 401
@@ -88,7 +91,26 @@ def test_a_signed_request_is_used_once(client: TestClient, session: Session) -> 
     headers = signed_headers(SECRET, raw)
     assert client.post("/run", content=raw, headers=headers).status_code == 202
     replay = client.post("/run", content=raw, headers=headers)
-    assert replay.status_code == 401 and "already used" in replay.json()["error"]
+    assert replay.status_code == 200 and replay.json() == {"accepted": False, "duplicate": True}
+
+
+def test_a_signed_request_is_used_once_by_every_worker_process(db_url: str, session: Session) -> None:
+    """Another endpoint (another process, or this one restarted) sees the request used: the
+    database consumed it. The duplicate starts nothing."""
+    raw = json.dumps({"type": "echo", "nonce": uuid.uuid4().hex}).encode()
+    headers = signed_headers(SECRET, raw)
+    with TestClient(_endpoint(db_url, secret=SECRET, linger=0.0).app) as first:
+        assert first.post("/run", content=raw, headers=headers).status_code == 202
+    other = _endpoint(db_url, secret=SECRET, linger=0.0)
+    with TestClient(other.app) as second:
+        until(other.caught_up.is_set)
+        session.execute("alter table jobkit.jobs disable trigger jobs_wake_on_insert")
+        Lifecycle(session, "jobkit").enqueue(NewJob("echo", {}))
+        replay = second.post("/run", content=raw, headers=headers)
+        assert replay.status_code == 200 and replay.json()["duplicate"] is True
+        time.sleep(0.3)
+        assert other.dispatcher is not None and other.dispatcher.draining == []
+        assert count(session, "pending") == 1
 
 
 @pytest.mark.parametrize(("body", "status", "message"), [

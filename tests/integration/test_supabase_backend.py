@@ -251,7 +251,8 @@ def test_api_functions_are_for_service_role_only(base_url: str, db_url: str) -> 
     assert names == {f"{API}.{fn}" for fn in (
         "claim_jobs", "complete_jobs", "fail_jobs", "snooze_job", "extend_leases", "release_jobs",
         "take_tokens", "token_wait_seconds", "due_count", "due_types", "next_due_in", "worker_keys", "ping",
-        "enqueue", "enqueue_many", "get_job", "running_check", "job_state", "set_progress", "record_types")}
+        "enqueue", "enqueue_many", "get_job", "running_check", "job_state", "set_progress", "record_types",
+        "consume_wake", "wake_draining", "wake_idle")}
     assert len(rows) == len(names)  # no stale overloads
     assert all(r[1:] == (False, False, True) for r in rows), rows
     assert sql(db_url, "select has_schema_privilege('anon', %s, 'usage'),"

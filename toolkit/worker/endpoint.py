@@ -5,7 +5,9 @@
     GET  /healthz   200 when the database (and, with --listen, the LISTEN connection) is up and every
                     long-lived task runs, else 503
 
-By default /run answers 202 at once and the Dispatcher drains the type in the background until it
+A signed request is accepted once per fleet: the database consumes its signature (consume_wake),
+and a repeat, in this process or any other, is answered 200 ``{"duplicate": true}`` with nothing
+done. By default /run answers 202 at once and the Dispatcher drains the type in the background until it
 is empty (``at`` in the future sets a timer instead). ``mode="sync"`` (or ``POST /run?wait=1``)
 drains first, within ``budget_ms``, and answers 200 with a summary, for hosts that stop work once
 the response is sent (serverless functions). With ``listen`` the worker also LISTENs for NOTIFY
@@ -27,7 +29,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 from starlette.applications import Starlette
@@ -45,7 +47,7 @@ from .dispatch import Dispatcher
 from .drain import Drainer
 from .listen import Listener, Notifications
 from .metrics import CONTENT_TYPE, WorkerMetrics, allowed
-from .signing import HEADER, WINDOW, Verifier
+from .signing import HEADER, WINDOW, Verdict, Verifier
 from .supervise import TaskState, supervise
 
 log = logging.getLogger("jobkit.worker")
@@ -224,14 +226,17 @@ class WorkerEndpoint:
         body = await read_body(request, MAX_BODY)
         if body is None:
             return JSONResponse({"error": f"the body is larger than {MAX_BODY} bytes"}, status_code=413)
-        denied = _malformed(request) or await self._authenticate(request, body)
-        if denied is not None:
-            return denied
+        verdict = _malformed(request) or await self._authenticate(request, body)
+        if isinstance(verdict, JSONResponse):
+            return verdict
         parsed = _parse_run(body, self.options.budget)
         if isinstance(parsed, JSONResponse):
             return parsed
         if drainer.stopping:
             return JSONResponse({"error": "worker is shutting down"}, status_code=503)
+        used = await self._consume(verdict)
+        if used is not None:
+            return used
         if self.options.mode == "sync" or request.query_params.get("wait") in ("1", "true"):
             return await self._run_now(drainer, parsed)
         if parsed.max_jobs is not None:  # a bounded one-off drain, outside the Dispatcher
@@ -248,7 +253,23 @@ class WorkerEndpoint:
         summary = await drainer.drain(parsed.type, max_jobs=parsed.max_jobs, budget=parsed.budget)
         return JSONResponse(summary.as_dict(), status_code=200)
 
-    async def _authenticate(self, request: Request, body: bytes) -> JSONResponse | None:
+    async def _consume(self, verdict: Verdict) -> JSONResponse | None:
+        """Accept the signed request once per fleet (the database consumes its signature). A
+        repeat is a harmless duplicate: 200, nothing done (pg_net's own delivery of a request that
+        someone posted first from its queue must not count as a failed wake-up)."""
+        try:
+            expires = datetime.fromtimestamp(verdict.expires, UTC)
+            fresh = await self.backend.consume_wake(verdict.nonce, expires)
+        except JobkitError as exc:
+            log.warning("refused /run: cannot record the wake-up as used: %s", exc.message)
+            return JSONResponse({"error": "the database is unreachable; the wake-up was not accepted"},
+                                status_code=503)
+        if fresh:
+            return None
+        log.debug("duplicate /run: this signed wake-up was accepted before")
+        return JSONResponse({"accepted": False, "duplicate": True}, status_code=200)
+
+    async def _authenticate(self, request: Request, body: bytes) -> Verdict | JSONResponse:
         header = request.headers.get(HEADER)
         keys = await self._signing_keys()
         if not keys:
@@ -259,7 +280,7 @@ class WorkerEndpoint:
         if verdict.stale_keys and self.options.secret is None:  # maybe a rotation: read the keys again
             verdict = self._verifier.check(header, body, await self._reread_keys())
         if verdict.ok:
-            return None
+            return verdict
         refused.warning("refused /run: %s", verdict.reason)
         return JSONResponse({"error": verdict.reason}, status_code=401)
 

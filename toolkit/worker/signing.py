@@ -3,23 +3,30 @@
 The database signs each wake-up with the worker's secret (``jobkit._hmac``, HMAC-SHA256, computed
 in SQL) and sends ``X-Jobkit-Signature: t=<unix seconds>,v1=<hex>`` over ``"<t>.<raw body>"``.
 The worker accepts a request when a current key matches and ``t`` is within a short window of its
-own clock, and refuses a nonce it has already seen. A request read from pg_net's queue (which every
-role can read) therefore cannot call the worker again after the window, nor twice within it.
+own clock. A request read from pg_net's queue (which every role can read) therefore cannot call
+the worker after the window. Within the window, each signed request is accepted once by the whole
+fleet: the worker consumes the request's signature in the database (``jobkit.consume_wake``, a
+primary key), so every other worker process, and the same one after a restart, sees it used; a
+repeated delivery is answered as a harmless duplicate (2xx, nothing done).
+
+Every header value is data: whatever it holds, ``check`` answers with a Verdict, never raises.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import json
+import re
 import time
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 HEADER = "X-Jobkit-Signature"
 WINDOW = 60.0  # seconds a signature stays valid after its timestamp
 SKEW = 30.0  # seconds a timestamp may be ahead of the worker's clock
+MAX_HEADER = 512  # characters; a real header has about 80
+_T = re.compile(r"[0-9]{1,12}")  # ASCII digits only ('²'.isdigit() is True), and no 5,000 of them
+_V1 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 def sign(secret: str, body: bytes, t: int | None = None) -> str:
@@ -42,20 +49,22 @@ class Verdict:
     ok: bool
     reason: str = ""  # why not, for the 401 body and the log (never a secret)
     stale_keys: bool = False  # no key matched: the caller may refresh its keys and verify again
+    nonce: str = ""  # what makes this request unique (its signature): consume it once
+    expires: float = 0.0  # Unix time after which the window refuses it anyway
 
 
 class Verifier:
-    """Checks signatures against the current keys and remembers nonces seen within the window."""
+    """Checks signatures against the current keys and the time window. Whether the request was
+    used already is the database's to say (``jobkit.consume_wake``): the fleet shares it."""
 
     def __init__(self, window: float = WINDOW, skew: float = SKEW) -> None:
         self.window = window
         self.skew = skew
-        self._seen: OrderedDict[str, float] = OrderedDict()  # nonce -> when it expires
 
     def check(self, header: str | None, body: bytes, keys: Iterable[str],
               now: float | None = None) -> Verdict:
         clock = time.time() if now is None else now
-        parsed = _parse(header)
+        parsed = parse(header)
         if parsed is None:
             return Verdict(False, f"missing or malformed {HEADER} header")
         t, given = parsed
@@ -63,32 +72,15 @@ class Verifier:
             return Verdict(False, f"signature timestamp outside the {self.window:g}s window")
         if not any(hmac.compare_digest(_mac(k, t, body), given) for k in keys if k):
             return Verdict(False, "signature does not match", stale_keys=True)
-        nonce = _nonce(body, given)
-        self._forget(clock)
-        if nonce in self._seen:
-            return Verdict(False, "this signed request was already used")
-        self._seen[nonce] = t + self.window
-        return Verdict(True)
-
-    def _forget(self, clock: float) -> None:
-        while self._seen and next(iter(self._seen.values())) < clock:
-            self._seen.popitem(last=False)
+        return Verdict(True, nonce=given, expires=t + self.window)
 
 
-def _parse(header: str | None) -> tuple[int, str] | None:
-    if not header:
+def parse(header: str | None) -> tuple[int, str] | None:
+    """(t, v1 in lower case) of a well-formed header; None for anything else, whatever it holds."""
+    if not header or len(header) > MAX_HEADER:
         return None
     fields = dict(part.strip().partition("=")[::2] for part in header.split(","))
     t, given = fields.get("t", ""), fields.get("v1", "")
-    if not t.isdigit() or len(given) != 64:
+    if not _T.fullmatch(t) or not _V1.fullmatch(given):
         return None
     return int(t), given.lower()
-
-
-def _nonce(body: bytes, signature: str) -> str:
-    """The body's nonce (every wake-up has one); the signature itself for bodies without."""
-    try:
-        value = json.loads(body).get("nonce")
-    except (ValueError, AttributeError, RecursionError):
-        value = None
-    return str(value) if value else signature

@@ -7,7 +7,7 @@ suite. The step names are lifecycle.py's."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -80,4 +80,19 @@ class Backend(Protocol):
 
     async def record_types(self, types: Sequence[str]) -> None:
         """Record the job types this worker serves (once, when it starts): the CLI knows them."""
+        ...
+
+    async def consume_wake(self, nonce: str, expires_at: datetime) -> bool:
+        """Accept a signed wake-up once per fleet: True the first time ``nonce`` (its signature) is
+        consumed, False for every repeat, in any worker process, also after a restart."""
+        ...
+
+    async def wake_draining(self, job_type: str, until: timedelta) -> None:
+        """This worker drains ``job_type``: enqueues of it send no wake-up for ``until``."""
+        ...
+
+    async def wake_idle(self, job_type: str, handoff: bool = False) -> bool:
+        """This worker's drain of ``job_type`` ended: False while an enqueue that relied on a drain
+        is still in flight (look for jobs again, then retry). ``handoff`` (stopping): mark idle in
+        any case and wake another worker for what is due."""
         ...

@@ -90,6 +90,7 @@ class MemoryBackend:
         }
         self._random = random.Random(seed)
         self._cursors: dict[str, str] = {}  # fair types: the last key a claim served
+        self.wake_nonces: dict[str, datetime] = {}  # signed wake-ups consumed -> when their window ends
 
     # ---- the Backend protocol ---------------------------------------------------------------------
 
@@ -236,6 +237,21 @@ class MemoryBackend:
 
     async def record_types(self, types: Sequence[str]) -> None:
         self.known_types.update(types)
+    async def consume_wake(self, nonce: str, expires_at: datetime) -> bool:
+        """Once per backend (a fleet sharing this memory): the nonce store of the database's
+        consume_wake, expired entries forgotten."""
+        now = datetime.fromtimestamp(self.clock(), UTC)
+        self.wake_nonces = {n: e for n, e in self.wake_nonces.items() if e >= now}
+        if nonce in self.wake_nonces:
+            return False
+        self.wake_nonces[nonce] = expires_at
+        return True
+
+    async def wake_draining(self, job_type: str, until: timedelta) -> None:
+        return None  # nothing enqueued here sends a wake-up
+
+    async def wake_idle(self, job_type: str, handoff: bool = False) -> bool:
+        return True
 
     # ---- what the built-in schedules and operators do ------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -98,6 +98,14 @@ class PostgresBackend:
 
     async def record_types(self, types: Sequence[str]) -> None:
         await self.pool.run(self.sql.record_types(types))
+    async def consume_wake(self, nonce: str, expires_at: datetime) -> bool:
+        return await self.pool.run(self.sql.consume_wake(nonce, expires_at))
+
+    async def wake_draining(self, job_type: str, until: timedelta) -> None:
+        await self.pool.run(self.sql.wake_draining(job_type, until))
+
+    async def wake_idle(self, job_type: str, handoff: bool = False) -> bool:
+        return await self.pool.run(self.sql.wake_idle(job_type, handoff))
 
     def listen(self, channel: str) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         """A LISTEN session on ``channel`` (its own connection): the NOTIFY wake-ups."""

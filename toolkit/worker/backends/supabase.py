@@ -163,6 +163,15 @@ class SupabaseBackend:
 
     async def record_types(self, types: Sequence[str]) -> None:
         await self._rpc("record_types", {"p_types": list(types)})
+    async def consume_wake(self, nonce: str, expires_at: datetime) -> bool:
+        params = {"p_nonce": nonce, "p_expires_at": expires_at.isoformat()}
+        return bool(await self._rpc("consume_wake", params))
+
+    async def wake_draining(self, job_type: str, until: timedelta) -> None:
+        await self._rpc("wake_draining", {"p_type": job_type, "p_for": _interval(until)})
+
+    async def wake_idle(self, job_type: str, handoff: bool = False) -> bool:
+        return bool(await self._rpc("wake_idle", {"p_type": job_type, "p_handoff": handoff}))
 
     async def _rpc(self, fn: str, params: dict[str, Any]) -> Any:
         """POST /rest/v1/rpc/<fn> in the API schema; the decoded JSON body."""

@@ -28,5 +28,9 @@ begin
         from changed c
     )
     select c.id from changed c;
+    -- another worker takes them now, not at the next cron wake-up (never coalesced: wake())
+    perform {{ s }}.wake(r.type) from (
+        select distinct j.type from {{ s }}.jobs j where j.id = any (p_ids) and j.status = 'pending'
+    ) r;
 end
 $$;

@@ -1,12 +1,14 @@
--- jobkit-user-api: e900c3b2b9995792a8c92138c10ae32143aaecd888b3169bd8aa0e819ef6136a
+-- jobkit-user-api: 3cf5ea5b030957d56ddb6ea264d3b1d8baa497e3e3992ee5efec53e41840193d
 -- jobkit's per-user job API (optional: [user_api] in jobkit.toml), for the app's signed-in users
 -- (Supabase's `authenticated` role, through PostgREST / supabase-js). Add the schema to the project's
 -- "Exposed schemas". Applied by `jobkit deploy` after the migrations; re-running it is harmless.
 --
 -- What a signed-in user gets, and nothing else:
 --   "jobkit_user".enqueue(type, payload)  enqueue a job of a type the config opens to users: the job's
---                                   owner is the caller (from the JWT, never a parameter), the
---                                   payload is size-limited and each user has a token bucket.
+--                                   owner is the caller (the JWT's subject, never a parameter),
+--                                   its concurrency key is made from the type's template and the
+--                                   owner only (never from the payload), the payload is
+--                                   size-limited and each user has a token bucket.
 --   "jobkit_user".jobs                    their own jobs' status, progress, result and a one-line error:
 --                                   a table kept by a trigger on jobkit's jobs, readable under RLS
 --                                   (owner = the caller), so Realtime's postgres_changes can stream
@@ -20,12 +22,15 @@
 -- on every Supabase project without private-channel setup, and only owned jobs' rows reach the WAL
 -- stream Realtime reads (the jobs table itself is never published).
 
+-- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
+-- in public are never bound into a default, a constraint or a policy); for this transaction only.
+select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
 create schema if not exists "jobkit_user";
 revoke all on schema "jobkit_user" from public;
 
 create table if not exists "jobkit_user".jobs (
     id         uuid primary key,
-    owner      uuid not null,
+    owner      text not null,  -- the JWT's subject: any text (Supabase Auth's are UUIDs, Clerk's are not)
     type       text not null,
     status     text not null,
     progress   jsonb,
@@ -39,28 +44,56 @@ alter table "jobkit_user".jobs enable row level security;
 alter table "jobkit_user".jobs replica identity full;  -- Realtime checks RLS on deletes' old rows too
 comment on table "jobkit_user".jobs is 'jobkit: each user''s own jobs (RLS: owner = the caller); kept by a trigger.';
 
--- The caller's user id from the JWT claims PostgREST (and Realtime) set: what auth.uid() returns on
--- Supabase, without needing Supabase's auth schema.
-create or replace function "jobkit_user".caller() returns uuid
+-- Before 0011 an owner was a uuid, and caller() returned one. The policy names both, so it goes
+-- first (it is created again below). Converting this table rewrites it once (owned jobs only, while
+-- nothing writes to it: 0011 dropped the triggers); jobkit's jobs table is never rewritten.
+drop policy if exists own_jobs on "jobkit_user".jobs;
+do $upgrade$
+begin
+    -- (operators named with their schema: this runs under the deployer's search_path)
+    if (select a.atttypid from pg_catalog.pg_attribute a
+        where a.attrelid OPERATOR(pg_catalog.=) '"jobkit_user".jobs'::pg_catalog.regclass
+          and a.attname OPERATOR(pg_catalog.=) 'owner'::pg_catalog.name and not a.attisdropped)
+       OPERATOR(pg_catalog.=) 'pg_catalog.uuid'::pg_catalog.regtype then
+        alter table "jobkit_user".jobs alter column owner type text;
+    end if;
+    if (select p.prorettype from pg_catalog.pg_proc p
+        where p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure('"jobkit_user".caller()'))
+       OPERATOR(pg_catalog.=) 'pg_catalog.uuid'::pg_catalog.regtype then
+        drop function "jobkit_user".caller();
+    end if;
+end
+$upgrade$;
+
+-- The caller's JWT subject from the claims PostgREST (and Realtime) set: what auth.jwt() ->> 'sub'
+-- returns on Supabase (any text: third-party auth's subjects are not UUIDs, so not auth.uid()),
+-- without needing Supabase's auth schema.
+create or replace function "jobkit_user".caller() returns text
 language sql stable set search_path = '' as $$
     select nullif(coalesce(
         pg_catalog.current_setting('request.jwt.claim.sub', true),
         nullif(pg_catalog.current_setting('request.jwt.claims', true), '')::jsonb ->> 'sub'
-    ), '')::uuid
+    ), '')
 $$;
 
-drop policy if exists own_jobs on "jobkit_user".jobs;
 create policy own_jobs on "jobkit_user".jobs for select using (owner = (select "jobkit_user".caller()));
 
 create or replace function "jobkit_user".enqueue(p_type text, p_payload jsonb default '{}') returns uuid
 language plpgsql volatile security definer set search_path = '' as $$
 declare
-    v_owner uuid := "jobkit_user".caller();
+    v_owner text := "jobkit_user".caller();
+    v_bucket text;
+    v_template jsonb;
+    v_fair boolean;
     v_key text;
     v_id uuid;
 begin
     if v_owner is null then
         raise exception 'sign in to enqueue jobs' using errcode = '42501';
+    end if;
+    if pg_catalog.length(v_owner) > 255 then
+        raise exception 'the JWT subject is over 255 characters' using errcode = '22023',
+            hint = 'jobkit keeps a job''s owner as its JWT sub claim: use an auth provider with shorter subjects';
     end if;
     if p_type is null or not (p_type = any(array['export_report']::text[])) then
         raise exception 'job type % is not open to users', p_type using errcode = '42501',
@@ -69,16 +102,30 @@ begin
     if p_payload is null or pg_catalog.octet_length(p_payload::text) > 4096 then
         raise exception 'the payload is over 4096 bytes' using errcode = 'PT413';
     end if;
-    v_key := 'user:' || v_owner::text;
+    -- The job's concurrency key is the owner's, never the payload's: the type's template is rendered
+    -- with no payload ({owner} is the caller, a payload field renders as ''), so a user cannot take
+    -- another user's or a tenant's slot. A type without a template: '' when fair, else no key.
+    select t.key_template, t.fair into v_template, v_fair from "jobkit".job_types t where t.type = p_type;
+    v_key := case when v_template is not null then "jobkit"._render_key(v_template, '{}'::jsonb, v_owner)
+                  when v_fair then '' end;
+    if pg_catalog.length(v_key) > 1000 then
+        raise exception 'the job''s concurrency key is over 1000 characters' using errcode = 'PT413',
+            hint = pg_catalog.format('shorten [types.%s] concurrency_key in jobkit.toml', p_type);
+    end if;
+    -- Each user's bucket: 'user:<subject>', or the subject's SHA-256 when it has characters a
+    -- rate-limit key cannot hold (Auth0's "auth0|..."); a plain subject never contains ':'.
+    v_bucket := case when v_owner ~ '^[A-Za-z0-9_.-]{1,90}$' then 'user:' || v_owner
+                     else 'user:sha256:' || pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(v_owner, 'UTF8')), 'hex')
+                end;
     insert into "jobkit".rate_limits (key, rate, burst, tokens)
-    values (v_key, 0.16666666666666666, 5, 5)
+    values (v_bucket, 0.16666666666666666, 5, 5)
     on conflict (key) do nothing;
-    if "jobkit".take_tokens(v_key, 1) < 1 then
+    if "jobkit".take_tokens(v_bucket, 1) < 1 then
         raise exception 'too many jobs: try again later' using errcode = 'PT429';
     end if;
-    -- Through jobkit's enqueue (concurrency keys, the wake-up), then owned: the job is not visible to
-    -- anyone before this transaction commits, so it is never seen without its owner.
-    v_id := "jobkit".enqueue(p_type, p_payload);
+    -- Through jobkit's enqueue (the wake-up), then owned: the job is not visible to anyone before
+    -- this transaction commits, so it is never seen without its owner.
+    v_id := "jobkit".enqueue(p_type, p_payload, p_concurrency_key => v_key);
     update "jobkit".jobs j set owner = v_owner where j.id = v_id;
     return v_id;
 end
@@ -118,6 +165,40 @@ begin
 end
 $$;
 
+-- After 0011 (which dropped the triggers and the uuid owner column; or on a first deploy, with
+-- nothing to do) the triggers are missing, and _resync brings owners and this table up to date:
+-- once before the triggers are created, while jobkit's jobs table stays writable (only owned jobs'
+-- rows are locked, by the owners copied back), and once after them, for what changed in between
+-- (the triggers' locks keep writers to jobkit's jobs waiting until commit: that pass only
+-- compares, one primary-key probe of jobkit's jobs per row of this table, and writes what differs).
+-- The probes are forced (no hash or merge join, which would read all of jobkit's jobs).
+create or replace function "jobkit_user"._resync(p_owners boolean) returns void
+language sql volatile set search_path = '' set enable_hashjoin = off set enable_mergejoin = off as $$
+    update "jobkit".jobs j set owner = m.owner
+    from "jobkit_user".jobs m where p_owners and m.id = j.id and j.owner is null;
+    with job as (
+        select m.id, j.id is not null as present, j.status, j.progress,
+               case when j.status = 'completed' then j.result end as result,
+               case when j.status in ('failed', 'dead') then pg_catalog.left(pg_catalog.substring(
+                   pg_catalog.rtrim(coalesce(j.last_error, ''), E' \n'), E'[^\n]*$'), 300) end as error
+        from "jobkit_user".jobs m left join "jobkit".jobs j on j.id = m.id
+    ), gone as (
+        delete from "jobkit_user".jobs m using job where job.id = m.id and not job.present
+    )
+    update "jobkit_user".jobs m
+    set status = job.status, progress = job.progress, result = job.result, error = job.error,
+        updated_at = pg_catalog.now()
+    from job
+    where job.id = m.id and job.present
+      and (m.status, m.progress, m.result, m.error) is distinct from (job.status, job.progress, job.result, job.error);
+$$;
+
+select pg_catalog.set_config('jobkit.user_api_resync', 'on', true)
+where not exists (select 1 from pg_catalog.pg_trigger t
+                  where t.tgrelid OPERATOR(pg_catalog.=) '"jobkit".jobs'::pg_catalog.regclass
+                    and t.tgname OPERATOR(pg_catalog.=) 'jobs_user_sync'::pg_catalog.name);
+select "jobkit_user"._resync(true)
+where pg_catalog.current_setting('jobkit.user_api_resync', true) OPERATOR(pg_catalog.=) 'on';
 drop trigger if exists jobs_user_sync on "jobkit".jobs;
 create trigger jobs_user_sync after insert or update of status, progress, result, last_error, owner
     on "jobkit".jobs
@@ -125,6 +206,8 @@ create trigger jobs_user_sync after insert or update of status, progress, result
 drop trigger if exists jobs_user_forget on "jobkit".jobs;
 create trigger jobs_user_forget after delete on "jobkit".jobs
     for each row when (old.owner is not null) execute function "jobkit_user".sync_job();
+select "jobkit_user"._resync(false)
+where pg_catalog.current_setting('jobkit.user_api_resync', true) OPERATOR(pg_catalog.=) 'on';
 
 revoke all on all tables in schema "jobkit_user" from public;
 revoke all on all functions in schema "jobkit_user" from public;

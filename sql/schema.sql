@@ -1,7 +1,7 @@
 -- jobkit's database, as it is now. Read this file to know the schema; the migrations in
 -- migrations/ build the same thing step by step (tests/integration/test_schema_drift.py compares
--- the two catalogs and fails on any difference). From the baseline on, migrations only add:
--- change this file and add a migration together.
+-- the two catalogs and fails on any difference). From the baseline on, each change is a new
+-- migration (never an edit of an applied one): change this file and add a migration together.
 --
 -- Rendered per installation: {{ s }} is jobkit's schema (quoted), {{ schema }} its name. Every
 -- function pins search_path = '' (built-ins resolve to pg_catalog, nothing else is searched).

@@ -9,14 +9,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 from jobkit.worker.signing import signed_headers
+from poll import wait_for
 
 SECRET = "e2e-worker-secret-0a1b2c3d4e5f6a7b8c9d0e1f"
 TESTS = Path(__file__).parent
@@ -26,15 +25,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def wait_until(check: Callable[[], bool], timeout: float, message: str, every: float = 0.05) -> None:
-    """A bounded poll on real state."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(message)
-        time.sleep(every)
 
 
 class Worker:
@@ -52,7 +42,7 @@ class Worker:
              "--db-url", db_url, *args], cwd=cwd, env=self.env, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True)
         if healthy:
-            wait_until(self.healthy, 20, "worker did not start")  # with --listen: LISTEN is in place
+            wait_for(self.healthy, 20, "worker did not start")  # with --listen: LISTEN is in place
 
     def healthy(self) -> bool:
         try:

@@ -10,8 +10,6 @@ exactly-once completion). Every case is bounded in time.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -112,16 +110,6 @@ def exactly_once(url: str, ids: list[UUID]) -> Verdict:
     completed = sum(1 for n in completions.values() if n == 1)
     assert all(n == 1 for n in completions.values()), "a job completed twice"
     return Verdict(len(ids), completed, statuses, runs)
-
-
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll ``check`` until it holds; the seconds it took. Fails after ``timeout``."""
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"{what} did not happen within {timeout:.0f}s")
-        time.sleep(0.05)
-    return time.monotonic() - start
 
 
 def count(url: str, where: str, params: Any = None) -> int:

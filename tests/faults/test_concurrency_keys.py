@@ -15,13 +15,14 @@ from typing import Any
 import psycopg
 import pytest
 from fault_handlers import QUICK
-from faultkit import FAULT_TYPES, Ticker, count, exactly_once, wait_for
+from faultkit import FAULT_TYPES, Ticker, count, exactly_once
 from jobkit.config import KeyTemplate, Settings, TypeConfig
 from jobkit.connector import Database
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.schema.deploy import DeployOptions, deploy
-from workers import Worker, wait_until
+from poll import wait_for
+from workers import Worker
 
 JOBS, KEYS, PER_KEY, WORKERS = 5000, 50, 2, 8
 KEYED = TypeConfig(max_attempts=3, backoff=QUICK, fair=True, max_running_per_key=PER_KEY,
@@ -100,7 +101,7 @@ def test_per_key_limit_holds_across_eight_workers(
     _prepare(url)
     started = [workers(url, "--listen", "--concurrency", "16", healthy=False) for _ in range(WORKERS)]
     for w in started:
-        wait_until(w.healthy, 30, "a worker did not start")
+        wait_for(w.healthy, 30, "a worker did not start")
     in_flight = 0
     with _sampler(url) as peaks, Ticker(url):
         ids = _enqueue(url)

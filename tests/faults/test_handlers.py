@@ -12,13 +12,14 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from faultkit import enqueue, exactly_once, prepare, wait_for
+from faultkit import enqueue, exactly_once, prepare
 from jobkit.connector import Session
 from jobkit.handlers import Registry
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.worker.backends.postgres import PostgresBackend
 from jobkit.worker.drain import Drainer
+from poll import wait_for
 from workers import Worker
 
 CRASHERS: dict[str, Callable[[], BaseException]] = {

@@ -8,7 +8,8 @@ from contextlib import nullcontext
 
 import psycopg
 import pytest
-from faultkit import Ticker, count, enqueue, exactly_once, prepare, wait_for, wire_pg_net
+from faultkit import Ticker, count, enqueue, exactly_once, prepare, wire_pg_net
+from poll import wait_for
 from standins import PgNetStandIn
 from workers import Worker, free_port
 

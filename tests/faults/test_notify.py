@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator
 import httpx
 import psycopg
 import pytest
-from faultkit import count, enqueue, exactly_once, prepare, wait_for
+from faultkit import count, enqueue, exactly_once, prepare
 from jobkit.ops.localdb import LocalCluster
+from poll import wait_for
 from psycopg import sql as psql
 from workers import Worker
 

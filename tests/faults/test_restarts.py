@@ -10,8 +10,9 @@ from collections.abc import Callable
 
 import psycopg
 import pytest
-from faultkit import Ticker, count, enqueue, exactly_once, prepare, wait_for, wire_pg_net
+from faultkit import Ticker, count, enqueue, exactly_once, prepare, wire_pg_net
 from jobkit.ops.localdb import LocalCluster
+from poll import wait_for
 from standins import PgNetStandIn
 from workers import Worker, free_port
 

@@ -18,7 +18,8 @@ from uuid import UUID
 
 import psycopg
 import pytest
-from faultkit import Ticker, count, enqueue, prepare, wait_for
+from faultkit import Ticker, count, enqueue, prepare
+from poll import wait_for
 from workers import Worker
 
 GRACE = 3.0  # seconds

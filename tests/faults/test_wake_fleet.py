@@ -10,11 +10,12 @@ from typing import Any
 
 import httpx
 import psycopg
-from faultkit import count, exactly_once, wait_for, wire_pg_net
+from faultkit import count, exactly_once, wire_pg_net
 from jobkit.connector import Database
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.worker.signing import HEADER
+from poll import wait_for
 from standins import PgNetStandIn
 from workers import Worker, free_port
 

@@ -14,6 +14,7 @@ from jobkit.lifecycle import Lifecycle
 from jobkit.ops.localdb import LocalCluster
 from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.worker.signing import HEADER, Verifier
+from poll import wait_for
 from standins import PgNetStandIn
 from standins.http_server import Server
 
@@ -54,19 +55,18 @@ def test_a_real_pg_cron_tick_wakes_the_worker(
 
 def _clear_of_a_minute_boundary(session: Session) -> None:
     """Until the database's clock is clear of the next minute boundary (at most ~6 s)."""
-    deadline = time.monotonic() + 10
-    while float(session.scalar("select extract(second from clock_timestamp())")) > 55:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    wait_for(lambda: float(session.scalar("select extract(second from clock_timestamp())")) <= 55, 10,
+             "the clock clear of a minute boundary", every=0.2)
 
 
 def _wait_for_run(admin: Session, dbname: str, timeout: float = 15) -> dict[str, object]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        row = admin.one("select d.status, d.command from cron.job_run_details d join cron.job j "
-                        "using (jobid) where j.database = %s and d.status in ('succeeded', 'failed') "
-                        "order by d.runid desc limit 1", (dbname,))
-        if row:
-            return row
-        time.sleep(0.2)
-    raise AssertionError("pg_cron recorded no finished run")
+    seen: dict[str, dict[str, object] | None] = {}
+
+    def finished() -> bool:
+        seen["run"] = admin.one("select d.status, d.command from cron.job_run_details d join cron.job j "
+                                "using (jobid) where j.database = %s and d.status in ('succeeded', 'failed') "
+                                "order by d.runid desc limit 1", (dbname,))
+        return seen["run"] is not None
+
+    wait_for(finished, timeout, "pg_cron recorded a finished run", every=0.2)
+    return dict(seen["run"] or {})

@@ -25,6 +25,7 @@ from jobkit.exceptions import ConfigError, DriftError
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.schema.deploy import DeployOptions, deploy
+from poll import wait_for
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
@@ -86,14 +87,15 @@ def fingerprint(url: str) -> str:
 
 
 def wait_finished(url: str, audit_id: int, timeout: float = 30) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
+    seen: dict[str, Any] = {}
+
+    def finished() -> bool:
         with Database(url).session() as s:
-            row = s.one("select * from jobkit.audit_log where id = %s", (audit_id,))
-        if row and row["finished_at"] is not None:
-            return row
-        assert time.monotonic() < deadline, f"action {audit_id} did not finish"
-        time.sleep(0.05)
+            seen["row"] = s.one("select * from jobkit.audit_log where id = %s", (audit_id,))
+        return bool(seen["row"] and seen["row"]["finished_at"] is not None)
+
+    wait_for(finished, timeout, f"action {audit_id} finished")
+    return dict(seen["row"])
 
 
 def act(client: TestClient, token: str, **form: Any) -> int:

@@ -8,7 +8,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,6 +21,7 @@ from jobkit.lifecycle import Lifecycle
 from jobkit.worker.backends.postgres import PostgresBackend
 from jobkit.worker.endpoint import EndpointOptions, WorkerEndpoint
 from jobkit.worker.signing import HEADER, sign, signed_headers
+from poll import wait_for
 from starlette.testclient import TestClient
 
 SECRET = "endpoint-secret-0123456789abcdef0123456789"
@@ -51,13 +52,6 @@ def post(client: TestClient, body: dict[str, Any] | bytes, secret: str = SECRET,
          **sign_options: Any) -> Any:
     raw = body if isinstance(body, bytes) else json.dumps({"nonce": uuid.uuid4().hex, **body}).encode()
     return client.post(path, content=raw, headers=signed_headers(secret, raw, **sign_options))
-
-
-def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def count(session: Session, status: str) -> int:
@@ -103,7 +97,7 @@ def test_a_signed_request_is_used_once_by_every_worker_process(db_url: str, sess
         assert first.post("/run", content=raw, headers=headers).status_code == 202
     other = _endpoint(db_url, secret=SECRET, linger=0.0)
     with TestClient(other.app) as second:
-        until(other.caught_up.is_set)
+        wait_for(other.caught_up.is_set, 10, "the start-up catch-up finished", every=0.02)
         session.execute("alter table jobkit.jobs disable trigger jobs_wake_on_insert")
         Lifecycle(session, "jobkit").enqueue(NewJob("echo", {}))
         replay = second.post("/run", content=raw, headers=headers)
@@ -136,7 +130,7 @@ def test_one_wake_up_drains_the_whole_backlog(client: TestClient, session: Sessi
     Lifecycle(session, "jobkit").enqueue_many([NewJob("echo", {"i": i}) for i in range(450)])
     response = post(client, {"type": "echo", "budget_ms": 5000})
     assert response.status_code == 202 and response.json()["accepted"] is True
-    until(lambda: count(session, "completed") == 450)
+    wait_for(lambda: count(session, "completed") == 450, 10, "450 jobs completed", every=0.02)
 
 
 def test_a_due_time_sets_a_timer(client: TestClient, endpoint: WorkerEndpoint, session: Session) -> None:
@@ -145,7 +139,7 @@ def test_a_due_time_sets_a_timer(client: TestClient, endpoint: WorkerEndpoint, s
     at = run_at.timestamp()
     assert post(client, {"type": "echo", "at": at}).json()["at"] == at
     assert endpoint.dispatcher is not None and "echo" in endpoint.dispatcher.timers
-    until(lambda: count(session, "completed") == 1)
+    wait_for(lambda: count(session, "completed") == 1, 10, "the job completed", every=0.02)
     started = session.scalar("select started_at from jobkit.jobs")
     assert (started - run_at).total_seconds() < 1.0
 
@@ -154,7 +148,7 @@ def test_sync_mode_answers_with_a_summary(db_url: str, session: Session) -> None
     endpoint = _endpoint(db_url, secret=SECRET, mode="sync", linger=0.0)
     with TestClient(endpoint.app) as client:
         # the start-up catch-up (nothing due yet) must have looked, or it could take the jobs
-        until(endpoint.caught_up.is_set)
+        wait_for(endpoint.caught_up.is_set, 10, "the start-up catch-up finished", every=0.02)
         Lifecycle(session, "jobkit").enqueue_many([NewJob("echo", {"i": i}) for i in range(7)])
         response = post(client, {"type": "echo"})
     assert response.status_code == 200
@@ -177,11 +171,11 @@ def test_healthz_reports_the_database(client: TestClient, db_url: str, admin: Se
     admin.execute(f'alter database "{name}" allow_connections false')
     try:
         admin.execute("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", (name,))
-        until(lambda: client.get("/healthz").status_code == 503)
+        wait_for(lambda: client.get("/healthz").status_code == 503, 10, "/healthz answering 503", every=0.02)
         assert client.get("/healthz").json()["database"].startswith("unreachable")
     finally:
         admin.execute(f'alter database "{name}" allow_connections true')
-    until(lambda: client.get("/healthz").status_code == 200)
+    wait_for(lambda: client.get("/healthz").status_code == 200, 10, "/healthz answering 200", every=0.02)
 
 
 def test_keys_come_from_the_database_and_rotations_cause_no_401(db_url: str) -> None:
@@ -212,7 +206,8 @@ def test_mountable_in_another_starlette_app(db_url: str, session: Session) -> No
     endpoint = _endpoint(db_url, secret=SECRET, mode="sync")
     host = Starlette(routes=[Mount("/jobkit", app=endpoint.app)], lifespan=endpoint.lifespan)
     with TestClient(host) as client:
-        until(endpoint.caught_up.is_set)  # the start-up catch-up would otherwise race /run for the job
+        # the start-up catch-up would otherwise race /run for the job
+        wait_for(endpoint.caught_up.is_set, 10, "the start-up catch-up finished", every=0.02)
         Lifecycle(session, "jobkit").enqueue(NewJob("echo", {"x": 1}))
         response = post(client, {"type": "echo"}, path="/jobkit/run")
     assert response.status_code == 200 and response.json()["completed"] == 1

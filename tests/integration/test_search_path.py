@@ -19,7 +19,6 @@ import asyncio
 import json
 import re
 import sys
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack
@@ -54,6 +53,7 @@ from jobkit.worker.endpoint import EndpointOptions, WorkerEndpoint
 from jobkit.worker.signing import signed_headers
 from opened import with_backend
 from pglast.stream import RawStream
+from poll import wait_for
 from sqlnames import unqualified, used_builtins
 from starlette.testclient import TestClient
 
@@ -571,10 +571,8 @@ def _endpoint(db_url: str, listen: str | None, pinned: Session) -> None:
     endpoint = WorkerEndpoint(_registry(), PostgresBackend(db_url), options)
     jobkit.enqueue(db_url, "mail", {"to": "endpoint"})
     with TestClient(endpoint.app) as client:
-        deadline = time.monotonic() + 5  # with --listen: once LISTEN is in place
-        while client.get("/healthz").status_code != 200:
-            assert time.monotonic() < deadline, client.get("/healthz").text
-            time.sleep(0.02)
+        wait_for(lambda: client.get("/healthz").status_code == 200, 5,  # with --listen: once LISTEN is in place
+                 "/healthz answering 200", every=0.02)
         raw = json.dumps({"type": "mail", "nonce": uuid.uuid4().hex}).encode()
         response = client.post("/run?wait=1", content=raw, headers=signed_headers(secret, raw))
         assert response.status_code == 200, response.text
@@ -712,7 +710,6 @@ def _user_api(pinned: Session) -> None:
 def _dashboard(db_url: str, pinned: Session) -> None:
     """Every dashboard page and action (tests/integration/test_dashboard.py checks what they do)."""
     import re
-    import time
 
     from jobkit.dashboard import Dashboard
     from starlette.testclient import TestClient
@@ -736,10 +733,9 @@ def _dashboard(db_url: str, pinned: Session) -> None:
                 assert client.post("/actions/confirm", data={"csrf": csrf, **form}).status_code == 200
                 run = client.post("/actions/run", data={"csrf": csrf, "matched": "1", **form})
                 assert run.status_code == 303, run.text
-                deadline = time.monotonic() + 30
-                while 'id="done"' not in client.get(run.headers["location"] + "/progress", headers=html).text:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.05)
+                progress = run.headers["location"] + "/progress"
+                wait_for(lambda: 'id="done"' in client.get(progress, headers=html).text, 30,  # noqa: B023 (called here)
+                         "the action finished")
             for active in ("false", "true"):
                 assert client.post("/types/active", data={"csrf": csrf, "type": "mail",
                                                           "active": active}).status_code == 303

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from itertools import pairwise
 from typing import Any
 
 import psycopg
 import pytest
+from poll import wait_for
 from psycopg import errors
 from standins import PG_NET_SQL, WAKE_CHANNEL, PgNetStandIn, install_vault
 from standins.http_server import Seen, Server
@@ -41,13 +42,6 @@ def post_many(url: str, target: str, count: int, timeout_ms: int = 5000) -> list
             (target, timeout_ms, count),
         ).fetchall()
     return [row[0] for row in rows]
-
-
-def wait_until(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 class Arrivals(list[Seen]):
@@ -270,7 +264,8 @@ def test_a_burst_gets_a_first_batch_at_once_and_the_rest_after_the_pause(
     assert first - first_commit < 0.3  # the first wake is served at once...
     assert 1 <= len(early) < 200 and late  # ...with what had committed by then
     assert min(late) >= first + 0.7  # the others waited out the pause after that batch
-    wait_until(lambda: one(net.url, "select count(*) from net._http_response") == 200)
+    wait_for(lambda: one(net.url, "select count(*) from net._http_response") == 200, 5,
+             "every response recorded", every=0.01)
 
 
 def test_batch_size_is_respected_with_a_pause_between_batches(fresh_db: str, server: Server) -> None:
@@ -339,7 +334,8 @@ def test_lose_mode_leaves_no_trace(fresh_db: str, server: Server) -> None:
     worker.install()
     with worker:
         post_many(fresh_db, server.base + "/ok", 3)
-        wait_until(lambda: one(fresh_db, "select count(*) from net.http_request_queue") == 0)
+        wait_for(lambda: one(fresh_db, "select count(*) from net.http_request_queue") == 0, 5,
+                 "the request queue emptied", every=0.01)
     assert server.seen == []
     assert one(fresh_db, "select count(*) from net._http_response") == 0
     assert worker.stats["lost"] == 3 and worker.stats["sent"] == 0
@@ -354,7 +350,8 @@ def test_mixed_faults_add_up_and_repeat_with_the_seed(fresh_db: str, server: Ser
         worker = PgNetStandIn(fresh_db, drop_rate=0.2, timeout_rate=0.2, lose_rate=0.2, seed=7)
         with worker:
             post_many(fresh_db, server.base + "/ok", 50, timeout_ms=300)
-            wait_until(lambda: one(fresh_db, "select count(*) from net.http_request_queue") == 0)
+            wait_for(lambda: one(fresh_db, "select count(*) from net.http_request_queue") == 0, 5,
+                 "the request queue emptied", every=0.01)
         return {k: worker.stats[k] for k in ("sent", "dropped", "timed_out", "lost")}
 
     stats = run()

@@ -17,7 +17,8 @@ from jobkit.connector import Database, Session
 from jobkit.exceptions import ConfigError, JobFailed, NotFound, WaitTimeout
 from jobkit.jobs import Failure, NewJob, Status
 from jobkit.lifecycle import Lifecycle
-from workers import Worker, wait_until
+from poll import wait_for
+from workers import Worker
 
 CHANNEL = "jobkit_done"
 
@@ -112,14 +113,14 @@ def test_wait_times_out_cleanly(db_url: str) -> None:
         jobkit.wait(db_url, job_id, timeout=0.3)
     assert late.value.status == "pending" and late.value.job_id == job_id
     assert "did not finish within 0.3s" in late.value.message and late.value.hint
-    wait_until(lambda: _listening(db_url) == 0, 10, "wait() left its connection open")
+    wait_for(lambda: _listening(db_url) == 0, 10, "wait() left its connection open")
 
     async def main() -> None:
         with pytest.raises(WaitTimeout):
             await jobkit.wait_async(db_url, job_id, timeout=0.2)
 
     asyncio.run(main())
-    wait_until(lambda: _listening(db_url) == 0, 10, "wait_async() left its connection open")
+    wait_for(lambda: _listening(db_url) == 0, 10, "wait_async() left its connection open")
 
 
 def test_enqueue_wait_refuses_an_open_transaction(db_url: str) -> None:
@@ -133,7 +134,7 @@ def _finish_behind_its_back(db_url: str, job_id: uuid.UUID) -> threading.Thread:
     """Once the waiter has read the job, complete it with a plain UPDATE: no notification is sent
     (as behind PgBouncer or Supavisor in transaction mode, where LISTEN never hears anything)."""
     def finish() -> None:
-        wait_until(lambda: _listening(db_url) > 0, 20, "the waiter never read the job")
+        wait_for(lambda: _listening(db_url) > 0, 20, "the waiter never read the job")
         with psycopg.connect(db_url, autocommit=True) as conn:
             conn.execute("update jobkit.jobs set status = 'completed', result = '{\"by\": \"update\"}',"
                          " completed_at = now() where id = %s", (job_id,))

@@ -18,6 +18,7 @@ from jobkit.jobs import Failure, NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.worker.signing import HEADER, Verifier
+from poll import wait_for
 from standins import PgNetStandIn, install_vault
 from standins.http_server import Seen, Server
 
@@ -270,10 +271,8 @@ def _s(seconds: float) -> Any:
 
 
 def _settle(session: Session, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def settled() -> bool:
         session.scalar("select jobkit.reconcile_wakeups()")
-        if not session.scalar("select count(*) from jobkit.wakeups where outcome is null"):
-            return
-        time.sleep(0.05)
-    raise AssertionError("wake-ups not settled")
+        return not session.scalar("select count(*) from jobkit.wakeups where outcome is null")
+
+    wait_for(settled, timeout, "wake-ups settled")

@@ -15,9 +15,10 @@ from jobkit.config import Settings
 from jobkit.connector import Database, Session
 from jobkit.cron.secrets import set_secrets
 from jobkit.schema.deploy import DeployOptions, deploy
+from poll import wait_for
 from standins import PgNetStandIn
 from standins.http_server import Server
-from workers import SECRET, Worker, wait_until
+from workers import SECRET, Worker
 
 
 @pytest.fixture
@@ -162,7 +163,7 @@ def test_a_burst_of_single_row_transactions_is_a_good_neighbour(
     request = session.scalar("select net.http_get(%s, timeout_milliseconds := 5000)", (server.base + "/ok",))
     assert net.response(request, timeout=20) is not None
     try:
-        wait_until(lambda: session.scalar("select count(*) from jobkit.jobs where status = 'completed'") == 3001,
+        wait_for(lambda: session.scalar("select count(*) from jobkit.jobs where status = 'completed'") == 3001,
                    60, "every job ran", every=0.1)
     except AssertionError:
         print(session.all("select type, status, count(*) from jobkit.jobs group by 1, 2"))
@@ -188,13 +189,13 @@ def test_a_job_enqueued_as_the_worker_finishes_is_not_left_behind(
     worker = workers("--linger", "0.5s")
     set_secrets(Database(db_url), Settings(db_url=db_url), url=worker.url + "/run", secret=SECRET)
     session.execute("select jobkit.enqueue('e2e.ok', '{}')")
-    wait_until(lambda: session.scalar("select count(*) from jobkit.jobs where status = 'completed'") == 1,
+    wait_for(lambda: session.scalar("select count(*) from jobkit.jobs where status = 'completed'") == 1,
                20, "the first job ran")
     with psycopg.connect(db_url) as late:
         late.execute("select jobkit.enqueue('e2e.ok', '{\"late\": true}')")  # the worker is lingering
         time.sleep(1.5)  # well past the lingering
         late.commit()
-    wait_until(lambda: session.scalar("select count(*) from jobkit.jobs where status = 'completed'") == 2,
+    wait_for(lambda: session.scalar("select count(*) from jobkit.jobs where status = 'completed'") == 2,
                10, "the late job ran")
     assert _sent(session, "e2e.ok") == 1
 
@@ -207,7 +208,7 @@ def test_a_stopping_worker_hands_its_type_to_another(
     first, second = workers("--linger", "30s"), workers()
     set_secrets(Database(db_url), Settings(db_url=db_url), url=second.url + "/run", secret=SECRET)
     assert first.run({"type": "e2e.ok"}).status_code == 202  # A drains e2e.ok, then lingers 30 s
-    wait_until(lambda: session.scalar("select draining_until > clock_timestamp() from jobkit.wake_drains "
+    wait_for(lambda: session.scalar("select draining_until > clock_timestamp() from jobkit.wake_drains "
                                       "where type = 'e2e.ok'") is True, 10, "A marked e2e.ok draining")
     with psycopg.connect(db_url) as late:
         job = late.execute("select jobkit.enqueue('e2e.ok', '{}')").fetchone()  # skipped: A drains
@@ -217,7 +218,7 @@ def test_a_stopping_worker_hands_its_type_to_another(
         assert _sent(session, "e2e.ok") == 1  # A's hand-over
         late.commit()
     assert job is not None
-    wait_until(lambda: session.scalar("select status from jobkit.jobs where id = %s", (job[0],)) == "completed",
+    wait_for(lambda: session.scalar("select status from jobkit.jobs where id = %s", (job[0],)) == "completed",
                20, "B ran the job")
     assert session.scalar("select worker_id from jobkit.jobs where id = %s", (job[0],)) == second.health()["worker"]
     assert _sent(session, "e2e.ok") == 1

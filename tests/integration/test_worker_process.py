@@ -16,8 +16,9 @@ from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.worker.signing import signed_headers
+from poll import wait_for
 from standins import PgNetStandIn
-from workers import SECRET, Worker, wait_until
+from workers import SECRET, Worker
 
 
 @pytest.fixture
@@ -43,10 +44,6 @@ def tables(session: Session) -> Session:
     return session
 
 
-def _wait(check: Callable[[], bool], timeout: float, message: str) -> None:
-    wait_until(check, timeout, message, every=0.1)
-
-
 def _count(session: Session, where: str) -> int:
     return int(session.scalar(f"select count(*) from jobkit.jobs where {where}"))
 
@@ -64,16 +61,16 @@ def test_the_database_wakes_a_real_worker_through_pg_net(
         ok = manager.enqueue_many([NewJob("e2e.ok", {"i": i}) for i in range(20)])
         failing = manager.enqueue(NewJob("e2e.fail", {}))
         unknown = manager.enqueue(NewJob("e2e.nobody", {}, max_attempts=1))
-        _wait(lambda: _count(session, "type = 'e2e.ok' and status = 'completed'") == 20, 20, "ok jobs")
+        wait_for(lambda: _count(session, "type = 'e2e.ok' and status = 'completed'") == 20, 20, "ok jobs", every=0.1)
         assert manager.get(ok[3]).result == {"echo": {"i": 3}, "attempt": 1}  # type: ignore[union-attr]
         # The retry is due after 1 s: the worker's due-time timer runs it, no cron wake-up needed.
-        _wait(lambda: manager.get(failing).status == "failed", 10, "retry")  # type: ignore[union-attr]
+        wait_for(lambda: manager.get(failing).status == "failed", 10, "retry", every=0.1)  # type: ignore[union-attr]
         session.scalar("select jobkit.sweep_dead()")
         dead = manager.get(failing)
         assert dead is not None and dead.status == "dead" and dead.attempts == 2
         assert "upstream refused (attempt 2)" in (dead.last_error or "")
         assert [a.outcome for a in manager.history(failing)] == ["retry", "failed"]
-        _wait(lambda: manager.get(unknown).status in ("failed", "dead"), 10, "unknown type")  # type: ignore[union-attr]
+        wait_for(lambda: manager.get(unknown).status in ("failed", "dead"), 10, "unknown type", every=0.1)  # type: ignore[union-attr]
         assert "no handler for job type 'e2e.nobody'" in (manager.get(unknown).last_error or "")  # type: ignore[union-attr]
         session.scalar("select jobkit.reconcile_wakeups()")
         outcomes = session.all("select outcome, count(*) as n from jobkit.wakeups group by 1")
@@ -89,7 +86,7 @@ def test_the_notify_transport_with_a_listening_worker(
     early = manager.enqueue(NewJob("e2e.ok", {"early": True}))  # due before the worker starts
     worker = workers("--listen")
     later = manager.enqueue_many([NewJob("e2e.ok", {"i": i}) for i in range(5)])
-    _wait(lambda: _count(session, "status = 'completed'") == 6, 20, "listen mode drained nothing")
+    wait_for(lambda: _count(session, "status = 'completed'") == 6, 20, "listen mode drained nothing", every=0.1)
     assert manager.get(early).status == "completed" and len(later) == 5  # type: ignore[union-attr]
     code, out = worker.stop()
     assert code == 0 and SECRET not in out
@@ -107,17 +104,17 @@ def test_kill_9_mid_batch_loses_nothing_and_side_effects_happen_once(
                                 for i in range(6)])
     victim = workers("--concurrency", "8")
     assert victim.run({"type": "e2e.slow"}).status_code == 202
-    _wait(lambda: session.scalar("select count(*) from side_effects") == 6, 15, "side effects")
+    wait_for(lambda: session.scalar("select count(*) from side_effects") == 6, 15, "side effects", every=0.1)
     victim.proc.kill()  # kill -9 mid-batch: every job is processing, its side effect done
     victim.proc.communicate(timeout=10)
     assert _count(session, "status = 'processing'") == 6
-    _wait(lambda: _count(session, "lease_expires_at < now()") == 6, 15,  # lease = 5 s, no heartbeat
-          "leases did not expire")
+    wait_for(lambda: _count(session, "lease_expires_at < now()") == 6, 15,  # lease = 5 s, no heartbeat
+             "leases did not expire", every=0.1)
     assert len(manager.sweep_stuck()) == 6
     session.execute("update jobkit.jobs set scheduled_for = now(), payload = '{\"seconds\": 0.1}'")
     rescuer = workers()
     assert rescuer.run({"type": "e2e.slow"}).status_code == 202
-    _wait(lambda: _count(session, "status = 'completed'") == 6, 20, "rescued jobs did not complete")
+    wait_for(lambda: _count(session, "status = 'completed'") == 6, 20, "rescued jobs did not complete", every=0.1)
     assert session.scalar("select count(*) from side_effects") == 6  # once each, not twice
     history = session.all("select outcome, count(*) as n from jobkit.job_history group by 1 order by 1")
     assert history == [{"outcome": "completed", "n": 6}, {"outcome": "lease_expired", "n": 6}]
@@ -132,7 +129,7 @@ def test_sigterm_mid_drain_finishes_running_jobs_and_releases_the_rest(
     manager.enqueue_many([NewJob("e2e.slow", {"seconds": 1.5}, idempotency_key=f"k{i}") for i in range(10)])
     worker = workers("--concurrency", "2", "--prefetch", "3", "--grace", "10s")
     assert worker.run({"type": "e2e.slow"}).status_code == 202
-    _wait(lambda: session.scalar("select count(*) from side_effects") == 2, 10, "nothing started")
+    wait_for(lambda: session.scalar("select count(*) from side_effects") == 2, 10, "nothing started", every=0.1)
     code, out = worker.stop(signal.SIGTERM)
     assert code == 0, out
     rows = session.all("select status, attempts, count(*) as n from jobkit.jobs group by 1, 2 order by 1")
@@ -150,7 +147,7 @@ def test_two_processes_share_one_rate_limit(
     first, second = workers(), workers()
     for w in (first, second):
         assert w.run({"type": "e2e.limited", "budget_ms": 20000}).status_code == 202
-    _wait(lambda: _count(session, "status = 'completed'") == 50, 30, "rate-limited jobs did not finish")
+    wait_for(lambda: _count(session, "status = 'completed'") == 50, 30, "rate-limited jobs did not finish", every=0.1)
     starts = [float(r["t"]) for r in session.all("select extract(epoch from at) as t from starts order by at")]
     assert len(starts) == 50
     worst = max(sum(1 for s in starts if t <= s < t + 1.0) for t in starts)

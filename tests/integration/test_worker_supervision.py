@@ -16,6 +16,7 @@ from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.worker.backends.postgres import PostgresBackend
 from jobkit.worker.endpoint import EndpointOptions, WorkerEndpoint
+from poll import wait_for_async
 
 
 class Breakable(PostgresBackend):
@@ -27,12 +28,6 @@ class Breakable(PostgresBackend):
         if self.broken:
             raise RuntimeError("injected: no LISTEN session")
         return super().listen(channel)
-
-
-async def _until(check: Any, timeout: float, what: str) -> None:
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(0.02)
 
 
 def test_a_dead_listener_is_restarted_and_healthz_is_503_meanwhile(db_url: str, session: Session) -> None:
@@ -68,11 +63,11 @@ def test_a_dead_listener_is_restarted_and_healthz_is_503_meanwhile(db_url: str, 
             async def restarting() -> bool:  # LISTEN lost (503 already), then the task died
                 return await status(503) and seen[-1]["tasks"]["listener"] != "running"
 
-            await _until(restarting, 20, "healthz said 503 for the dead task")
+            await wait_for_async(restarting, 20, "healthz said 503 for the dead task")
             assert seen[-1]["tasks"]["listener"] == "restarting: RuntimeError: injected: no LISTEN session"
             assert not seen[-1]["ok"]
             backend.broken = False
-            await _until(lambda: status(200), 20, "the listener was restarted")
+            await wait_for_async(lambda: status(200), 20, "the listener was restarted")
             assert seen[-1]["tasks"]["listener"] == "running" and seen[-1]["listener"] == "listening"
             job = await asyncio.to_thread(manager.enqueue, NewJob("sup.ok", {}))  # woken over NOTIFY
 
@@ -80,7 +75,7 @@ def test_a_dead_listener_is_restarted_and_healthz_is_503_meanwhile(db_url: str, 
                 found = await asyncio.to_thread(manager.get, job)
                 return found is not None and found.status == "completed"
 
-            await _until(done, 20, "a job ran after the restart")
+            await wait_for_async(done, 20, "a job ran after the restart")
         finally:
             await client.aclose()
             await endpoint.stop()

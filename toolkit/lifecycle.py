@@ -3,17 +3,10 @@
 Every step is a Statement: a named query of sql/queries/, its parameters in their cheapest form, and
 how to read its rows. The sync ``Lifecycle`` runs them on a Session (operators, enqueue inside the
 caller's transaction, tests); the worker's async PostgresBackend runs the same ones on a pool
-(worker/backends/postgres.py). One name per step:
-
-    enqueue, enqueue_many      a new job; many in one statement
-    claim                      due jobs for a worker, under a lease (FOR UPDATE SKIP LOCKED)
-    complete, fail, snooze     fenced on the attempt: a worker that lost the job changes nothing
-    extend, release            heartbeats; hand claimed jobs back without using an attempt
-    running_check              which running attempts lost their job (cancel_job stopped it)
-    retry, cancel              an operator's verbs
-    sweep_stuck, sweep_dead, prune   the built-in schedules' work
-    get, history               a job, and every attempt of it
-    state, progress            what a waiting producer reads; what a handler reported (ctx.progress)
+(worker/backends/postgres.py), both through ``step(Statements.<name>)``. One name per step: the
+Statement's, its named query's, the API schema's RPC wrapper's (sql/api.sql) and the backends'
+(the worker's steps are listed once, by the Backend protocol in worker/backends/__init__.py;
+the operator's retry, cancel, sweep_stuck, sweep_dead, prune and history are Lifecycle's only).
 """
 
 from __future__ import annotations

@@ -115,8 +115,8 @@ def cases(conn: psycopg.Connection[Any]) -> Iterator[Case]:
     yield Case("actions", "dash_jobs_count", "count: status = dead", dead | {"states": ["dead"]})
     yield Case("actions", "dash_jobs_batch", "a batch of 500: status = dead",
                dead | {"states": ["dead"], "limit": 500, "after_at": None, "after_id": None})
-    yield Case("job", "get_job", "by id", {"id": some[0]})
-    yield Case("job", "job_attempts", "history", {"id": some[0]})
+    yield Case("job", "get", "by id", {"id": some[0]})
+    yield Case("job", "history", "history", {"id": some[0]})
     yield Case("rate limits", "dash_snoozes", "last hour", {})
 
 

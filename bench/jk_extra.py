@@ -93,11 +93,11 @@ def claim_cost(url: str, due: int, future: int = 0, claims: int = 100, limit: in
     with psycopg.connect(url, autocommit=True, row_factory=dict_row, prepare_threshold=0) as conn:
         for k in range(claims + 5):
             start = time.perf_counter()
-            rows = conn.execute(q["claim_jobs"], params).fetchall()  # type: ignore[arg-type]
+            rows = conn.execute(q["claim"], params).fetchall()  # type: ignore[arg-type]
             elapsed = time.perf_counter() - start
             if k >= 5:  # the first claims warm the plan cache
                 times.append(elapsed * 1000)
-            conn.execute(q["complete_jobs"],  # type: ignore[arg-type]
+            conn.execute(q["complete"],  # type: ignore[arg-type]
                          complete_params([(r["id"], r["attempts"], None) for r in rows]))
             claimed += len(rows)
     check = verify.jobkit_claimed(url, claimed, expected=(claims + 5) * limit, pending=due + future - claimed)

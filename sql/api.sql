@@ -49,11 +49,24 @@ $$;
 drop function if exists {{ api }}.claim_jobs(text, int, text, interval, text);
 drop function if exists {{ api }}.fail_jobs(uuid[], int[], text[], interval[], boolean[], int[]);
 drop function if exists {{ api }}.worker_token();
--- 0004 added trace_context to claim_jobs' result: a changed return type needs a drop (dropped and
--- created again on every run: the same definition, so deploy sees no change).
+-- Names of earlier jobkit versions: each wrapper now has its lifecycle step's name (the backend
+-- protocol's method, lifecycle.Statements' query), so the old names go.
 drop function if exists {{ api }}.claim_jobs(text, int, text, interval, text, int);
+drop function if exists {{ api }}.complete_jobs(uuid[], int[], jsonb);
+drop function if exists {{ api }}.fail_jobs(uuid[], int[], text[], interval[], boolean[]);
+drop function if exists {{ api }}.snooze_job(uuid, int, interval);
+drop function if exists {{ api }}.extend_leases(uuid[], int[], interval);
+drop function if exists {{ api }}.release_jobs(uuid[], int[]);
+drop function if exists {{ api }}.token_wait_seconds(text);
+drop function if exists {{ api }}.get_job(uuid);
+drop function if exists {{ api }}.job_state(uuid);
+drop function if exists {{ api }}.set_progress(uuid[], int[], jsonb);
+drop function if exists {{ api }}.next_due_in(text);
+-- claim's result gained trace_context (0004): a changed return type needs a drop (dropped and
+-- created again on every run: the same definition, so deploy sees no change).
+drop function if exists {{ api }}.claim(text, int, text, interval, text, int);
 
-create or replace function {{ api }}.claim_jobs(
+create or replace function {{ api }}.claim(
     p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text default null,
     p_max_attempts int default null
 ) returns table (id uuid, type text, attempts int, max_attempts int, priority int, payload jsonb,
@@ -62,30 +75,30 @@ language sql volatile set search_path = '' as $$
     select * from {{ s }}.claim_jobs(p_type, p_limit, p_worker, p_lease, p_rate_key, p_max_attempts)
 $$;
 
-create or replace function {{ api }}.complete_jobs(p_ids uuid[], p_attempts int[], p_results jsonb)
+create or replace function {{ api }}.complete(p_ids uuid[], p_attempts int[], p_results jsonb)
 returns setof uuid language sql volatile set search_path = '' as $$
     select * from {{ s }}.complete_jobs(p_ids, p_attempts, array(
         select e.v from pg_catalog.jsonb_array_elements(p_results) with ordinality e(v, n) order by e.n))
 $$;
 
-create or replace function {{ api }}.fail_jobs(
+create or replace function {{ api }}.fail(
     p_ids uuid[], p_attempts int[], p_errors text[], p_retry_in interval[] default null,
     p_permanent boolean[] default null
 ) returns table (id uuid, status text) language sql volatile set search_path = '' as $$
     select * from {{ s }}.fail_jobs(p_ids, p_attempts, p_errors, p_retry_in, p_permanent)
 $$;
 
-create or replace function {{ api }}.snooze_job(p_id uuid, p_attempt int, p_delay interval)
+create or replace function {{ api }}.snooze(p_id uuid, p_attempt int, p_delay interval)
 returns boolean language sql volatile set search_path = '' as $$
     select {{ s }}.snooze_job(p_id, p_attempt, p_delay)
 $$;
 
-create or replace function {{ api }}.extend_leases(p_ids uuid[], p_attempts int[], p_by interval)
+create or replace function {{ api }}.extend(p_ids uuid[], p_attempts int[], p_by interval)
 returns setof uuid language sql volatile set search_path = '' as $$
     select * from {{ s }}.extend_leases(p_ids, p_attempts, p_by)
 $$;
 
-create or replace function {{ api }}.release_jobs(p_ids uuid[], p_attempts int[])
+create or replace function {{ api }}.release(p_ids uuid[], p_attempts int[])
 returns setof uuid language sql volatile set search_path = '' as $$
     select * from {{ s }}.release_jobs(p_ids, p_attempts)
 $$;
@@ -100,7 +113,7 @@ returns int language sql volatile set search_path = '' as $$
     select {{ s }}.take_tokens(p_key, p_want)
 $$;
 
-create or replace function {{ api }}.token_wait_seconds(p_key text)
+create or replace function {{ api }}.token_wait(p_key text)
 returns float8 language sql volatile set search_path = '' as $$
     select extract(epoch from {{ s }}.token_wait(p_key))::pg_catalog.float8
 $$;
@@ -115,13 +128,13 @@ returns setof text language sql volatile set search_path = '' as $$
     select * from {{ s }}.pending_types()
 $$;
 
-create or replace function {{ api }}.get_job(p_id uuid)
+create or replace function {{ api }}.get(p_id uuid)
 returns setof {{ s }}.jobs language sql stable set search_path = '' as $$
     select * from {{ s }}.jobs j where j.id = p_id
 $$;
 
 -- A job's state for a waiting producer (jobkit.wait polls it): no payload, no history.
-create or replace function {{ api }}.job_state(p_id uuid)
+create or replace function {{ api }}.state(p_id uuid)
 returns table (id uuid, status text, result jsonb, last_error text, attempts int, progress jsonb,
                completed_at timestamptz)
 language sql stable set search_path = '' as $$
@@ -130,12 +143,12 @@ language sql stable set search_path = '' as $$
 $$;
 
 -- Progress that handlers reported (ctx.progress), for running attempts; fenced.
-create or replace function {{ api }}.set_progress(p_ids uuid[], p_attempts int[], p_progress jsonb)
+create or replace function {{ api }}.progress(p_ids uuid[], p_attempts int[], p_progress jsonb)
 returns setof uuid language sql volatile set search_path = '' as $$
     select * from {{ s }}.set_progress(p_ids, p_attempts, p_progress)
 $$;
 
-create or replace function {{ api }}.next_due_in(p_type text)
+create or replace function {{ api }}.next_due(p_type text)
 returns float8 language sql volatile set search_path = '' as $$
     select extract(epoch from {{ s }}.next_due(p_type) - pg_catalog.now())::pg_catalog.float8
 $$;

@@ -3,17 +3,10 @@
 Every step is a Statement: a named query of sql/queries/, its parameters in their cheapest form, and
 how to read its rows. The sync ``Lifecycle`` runs them on a Session (operators, enqueue inside the
 caller's transaction, tests); the worker's async PostgresBackend runs the same ones on a pool
-(worker/backends/postgres.py). One name per step:
-
-    enqueue, enqueue_many      a new job; many in one statement
-    claim                      due jobs for a worker, under a lease (FOR UPDATE SKIP LOCKED)
-    complete, fail, snooze     fenced on the attempt: a worker that lost the job changes nothing
-    extend, release            heartbeats; hand claimed jobs back without using an attempt
-    running_check              which running attempts lost their job (cancel_job stopped it)
-    retry, cancel              an operator's verbs
-    sweep_stuck, sweep_dead, prune   the built-in schedules' work
-    get, history               a job, and every attempt of it
-    state, progress            what a waiting producer reads; what a handler reported (ctx.progress)
+(worker/backends/postgres.py), both through ``step(Statements.<name>)``. One name per step: the
+Statement's, its named query's, the API schema's RPC wrapper's (sql/api.sql) and the backends'
+(the worker's steps are listed once, by the Backend protocol in worker/backends/__init__.py;
+the operator's retry, cancel, sweep_stuck, sweep_dead, prune and history are Lifecycle's only).
 """
 
 from __future__ import annotations
@@ -21,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar
+from functools import update_wrapper
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 from uuid import UUID
 
 from .connector import Row, Session, json_param
@@ -29,6 +23,7 @@ from .jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, Trace
 from .queries import queries
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,32 +56,32 @@ class Statements:
               max_attempts: int | None = None) -> Statement[list[Claimed]]:
         params = {"type": job_type, "limit": limit, "worker": worker, "lease": lease, "rate_key": rate_key,
                   "max_attempts": max_attempts}
-        return Statement(self.q["claim_jobs"], params, _claimed, binary=True)
+        return Statement(self.q["claim"], params, _claimed, binary=True)
 
     def complete(self, done: Sequence[Done]) -> Statement[set[UUID]]:
-        return Statement(self.q["complete_jobs"], complete_params(done), _id_set)
+        return Statement(self.q["complete"], complete_params(done), _id_set)
 
     def fail(self, failures: Sequence[Failure]) -> Statement[dict[UUID, str]]:
-        return Statement(self.q["fail_jobs"], fail_params(failures), _id_map)
+        return Statement(self.q["fail"], fail_params(failures), _id_map)
 
     def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> Statement[bool]:
-        return Statement(self.q["snooze_job"], {"id": job_id, "attempt": attempt, "delay": delay}, _flag)
+        return Statement(self.q["snooze"], {"id": job_id, "attempt": attempt, "delay": delay}, _flag)
 
     def extend(self, running: Sequence[tuple[UUID, int]], by: timedelta) -> Statement[set[UUID]]:
-        return Statement(self.q["extend_leases"], {**running_params(running), "by": by}, _id_set)
+        return Statement(self.q["extend"], {**running_params(running), "by": by}, _id_set)
 
     def release(self, running: Sequence[tuple[UUID, int]]) -> Statement[set[UUID]]:
-        return Statement(self.q["release_jobs"], running_params(running), _id_set)
+        return Statement(self.q["release"], running_params(running), _id_set)
 
     def running_check(self, running: Sequence[tuple[UUID, int]]) -> Statement[dict[UUID, str]]:
         """The attempts that no longer hold their job -> its status (cancelled: stop it)."""
         return Statement(self.q["running_check"], running_params(running), _id_map)
 
     def retry(self, job_id: UUID) -> Statement[bool]:
-        return Statement(self.q["retry_job"], {"id": job_id}, _flag)
+        return Statement(self.q["retry"], {"id": job_id}, _flag)
 
     def cancel(self, job_id: UUID) -> Statement[bool]:
-        return Statement(self.q["cancel_job"], {"id": job_id}, _flag)
+        return Statement(self.q["cancel"], {"id": job_id}, _flag)
 
     def sweep_stuck(self) -> Statement[dict[UUID, str]]:
         return Statement(self.q["sweep_stuck"], {}, _id_map)
@@ -98,16 +93,16 @@ class Statements:
         return Statement(self.q["prune"], {"older_than": older_than, "batch_size": batch_size}, _count)
 
     def get(self, job_id: UUID) -> Statement[Job | None]:
-        return Statement(self.q["get_job"], {"id": job_id}, _job, dicts=True)
+        return Statement(self.q["get"], {"id": job_id}, _job, dicts=True)
 
     def history(self, job_id: UUID) -> Statement[list[Attempt]]:
-        return Statement(self.q["job_attempts"], {"id": job_id}, _attempts, dicts=True)
+        return Statement(self.q["history"], {"id": job_id}, _attempts, dicts=True)
 
     def state(self, job_id: UUID) -> Statement[JobResult | None]:
-        return Statement(self.q["job_state"], {"id": job_id}, _state, dicts=True)
+        return Statement(self.q["state"], {"id": job_id}, _state, dicts=True)
 
     def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> Statement[set[UUID]]:
-        return Statement(self.q["set_progress"], {**running_params([(r[0], r[1]) for r in reports]),
+        return Statement(self.q["progress"], {**running_params([(r[0], r[1]) for r in reports]),
                                                   "progress": json_param([r[2] for r in reports])}, _id_set)
 
     # What a worker needs besides the steps: rate-limit tokens, what is due, its keys.
@@ -128,7 +123,7 @@ class Statements:
 
     def backlog(self) -> Statement[list[Row]]:
         """Per type: pending jobs due now, and the oldest due one's age in seconds (/metrics)."""
-        return Statement(self.q["metrics_backlog"], {}, list, dicts=True)
+        return Statement(self.q["backlog"], {}, list, dicts=True)
 
     def worker_keys(self) -> Statement[list[str]]:
         return Statement(self.q["worker_keys"], {}, _keys)
@@ -149,62 +144,40 @@ class Statements:
         return Statement(self.q["wake_idle"], {"type": job_type, "handoff": handoff}, _flag)
 
 
+def step(make: Callable[Concatenate[Statements, P], Statement[T]]) -> Callable[Concatenate[Lifecycle, P], T]:
+    """A Lifecycle method that runs the Statement of the same name (``claim = step(Statements.claim)``)."""
+    def run(self: Lifecycle, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.session.run(make(self.sql, *args, **kwargs))
+    update_wrapper(run, make)  # its name, and inspect.signature shows the Statement's parameters
+    return run
+
+
 class Lifecycle:
     """The lifecycle on one Session: each step one statement (its effects are part of the session's
-    transaction when it is in one)."""
+    transaction when it is in one). Each method is the Statement of its name, run."""
 
     def __init__(self, session: Session, schema: str = "jobkit") -> None:
         self.session = session
         self.sql = Statements(schema)
 
-    def enqueue(self, job: NewJob, trace_context: TraceContext | None = None) -> UUID:
-        return self.session.run(self.sql.enqueue(job, trace_context))
+    enqueue = step(Statements.enqueue)
+    claim = step(Statements.claim)
+    complete = step(Statements.complete)
+    fail = step(Statements.fail)
+    snooze = step(Statements.snooze)
+    extend = step(Statements.extend)
+    release = step(Statements.release)
+    retry = step(Statements.retry)
+    cancel = step(Statements.cancel)
+    sweep_stuck = step(Statements.sweep_stuck)
+    sweep_dead = step(Statements.sweep_dead)
+    prune = step(Statements.prune)
+    get = step(Statements.get)
+    history = step(Statements.history)
+    state = step(Statements.state)
 
     def enqueue_many(self, jobs: Sequence[NewJob], trace_context: TraceContext | None = None) -> list[UUID]:
         return self.session.run(self.sql.enqueue_many(jobs, trace_context)) if jobs else []
-
-    def claim(self, job_type: str, limit: int, worker: str, lease: timedelta, rate_key: str | None = None,
-              max_attempts: int | None = None) -> list[Claimed]:
-        return self.session.run(self.sql.claim(job_type, limit, worker, lease, rate_key, max_attempts))
-
-    def complete(self, done: Sequence[Done]) -> set[UUID]:
-        return self.session.run(self.sql.complete(done))
-
-    def fail(self, failures: Sequence[Failure]) -> dict[UUID, str]:
-        return self.session.run(self.sql.fail(failures))
-
-    def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> bool:
-        return self.session.run(self.sql.snooze(job_id, attempt, delay))
-
-    def extend(self, running: Sequence[tuple[UUID, int]], by: timedelta) -> set[UUID]:
-        return self.session.run(self.sql.extend(running, by))
-
-    def release(self, running: Sequence[tuple[UUID, int]]) -> set[UUID]:
-        return self.session.run(self.sql.release(running))
-
-    def retry(self, job_id: UUID) -> bool:
-        return self.session.run(self.sql.retry(job_id))
-
-    def cancel(self, job_id: UUID) -> bool:
-        return self.session.run(self.sql.cancel(job_id))
-
-    def sweep_stuck(self) -> dict[UUID, str]:
-        return self.session.run(self.sql.sweep_stuck())
-
-    def sweep_dead(self) -> int:
-        return self.session.run(self.sql.sweep_dead())
-
-    def prune(self, older_than: timedelta, batch_size: int = 5000) -> int:
-        return self.session.run(self.sql.prune(older_than, batch_size))
-
-    def get(self, job_id: UUID) -> Job | None:
-        return self.session.run(self.sql.get(job_id))
-
-    def history(self, job_id: UUID) -> list[Attempt]:
-        return self.session.run(self.sql.history(job_id))
-
-    def state(self, job_id: UUID) -> JobResult | None:
-        return self.session.run(self.sql.state(job_id))
 
     def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> set[UUID]:
         return self.session.run(self.sql.progress(reports)) if reports else set()

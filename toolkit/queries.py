@@ -1,6 +1,6 @@
 """Named runtime queries: ``-- name: <query>`` blocks in sql/queries/*.sql, rendered for a schema.
 
-Python code holds no SQL text: it asks for ``queries(schema)["claim_jobs"]`` and binds values as
+Python code holds no SQL text: it asks for ``queries(schema)["claim"]`` and binds values as
 ``%(name)s`` parameters.
 
 The queries run under whatever search_path the connection has: jobkit's own connections keep the

@@ -54,7 +54,7 @@ def wait(target: Any, job_id: UUID | str, *, timeout: float = 30.0, poll: float 
     watch = _Watch(job, timeout, poll, on_progress)
     if _is_supabase(target):
         def read() -> JobResult | None:
-            return _from_rpc(target.schema(api_schema).rpc("job_state", {"p_id": str(job)}).execute().data)
+            return _from_rpc(target.schema(api_schema).rpc("state", {"p_id": str(job)}).execute().data)
         return watch.sync(read, None)
     with ExitStack() as stack:
         session = _session(stack, target)
@@ -81,7 +81,7 @@ async def wait_async(target: Any, job_id: UUID | str, *, timeout: float = 30.0, 
         return await watch.aio(lambda: target.state(job), None)
     if _is_supabase(target):
         async def read_rpc() -> JobResult | None:
-            response = target.schema(api_schema).rpc("job_state", {"p_id": str(job)}).execute()
+            response = target.schema(api_schema).rpc("state", {"p_id": str(job)}).execute()
             return _from_rpc((await response if inspect.isawaitable(response) else response).data)
         return await watch.aio(read_rpc, None)
     statement = Statements(schema).state(job)

@@ -21,7 +21,7 @@ select e.id from {{ s }}.enqueue_json(
     %(max_attempts)s, %(idempotency_keys)s, %(trace_context)s::pg_catalog.jsonb,
         %(concurrency_keys)s) as e(id)
 
--- name: complete_jobs
+-- name: complete
 -- ids and attempts arrive as array literals, the results as one JSON array (see complete_params).
 select * from {{ s }}.complete_jobs(
     %(ids)s::pg_catalog.uuid[], %(attempts)s::int[],
@@ -29,10 +29,10 @@ select * from {{ s }}.complete_jobs(
      from pg_catalog.jsonb_array_elements(%(results)s::pg_catalog.jsonb) with ordinality as e(v, n))
 ) as id
 
--- name: fail_jobs
+-- name: fail
 select id, status from {{ s }}.fail_jobs(%(ids)s, %(attempts)s, %(errors)s, %(retry_in)s, %(permanent)s)
 
--- name: snooze_job
+-- name: snooze
 select {{ s }}.snooze_job(%(id)s, %(attempt)s, %(delay)s) as ok
 
 -- name: sweep_stuck
@@ -41,28 +41,28 @@ select id, status from {{ s }}.sweep_stuck()
 -- name: sweep_dead
 select {{ s }}.sweep_dead() as moved
 
--- name: retry_job
+-- name: retry
 select {{ s }}.retry_job(%(id)s) as ok
 
--- name: cancel_job
+-- name: cancel
 select {{ s }}.cancel_job(%(id)s) as ok
 
 -- name: prune
 select {{ s }}.prune(%(older_than)s, %(batch_size)s) as deleted
 
--- name: get_job
+-- name: get
 select * from {{ s }}.jobs where id operator(pg_catalog.=) %(id)s
 
--- name: job_attempts
+-- name: history
 select attempt, worker_id, started_at, finished_at, outcome, error, duration
 from {{ s }}.job_history where job_id operator(pg_catalog.=) %(id)s order by attempt, finished_at
 
--- name: job_state
+-- name: state
 -- What a waiting producer reads (jobkit.wait): no payload, no history.
 select id, status, result, last_error, attempts, progress, completed_at
 from {{ s }}.jobs where id operator(pg_catalog.=) %(id)s
 
--- name: set_progress
+-- name: progress
 -- ids and attempts as array literals, the progress objects as one JSON array (parallel).
 select * from {{ s }}.set_progress(%(ids)s::pg_catalog.uuid[], %(attempts)s::int[],
                                    %(progress)s::pg_catalog.jsonb) as id

@@ -1,18 +1,18 @@
 -- The worker's hot path: batched claims and fenced batched completions, one statement each.
 
--- name: claim_jobs
+-- name: claim
 -- Only the columns a handler needs, in jobs.Claimed's order (decoding whole rows cost ~25 us a job).
 select c.id, c.type, c.attempts, c.max_attempts, c.priority, c.payload, c.idempotency_key, c.trace_context
 from {{ s }}.claim_jobs(%(type)s, %(limit)s, %(worker)s, %(lease)s, %(rate_key)s, %(max_attempts)s) c
 
--- name: extend_leases
+-- name: extend
 select * from {{ s }}.extend_leases(%(ids)s::pg_catalog.uuid[], %(attempts)s::int[], %(by)s) as id
 
 -- name: running_check
 -- Of the worker's running attempts, those that no longer hold their job, with its status now.
 select id, status from {{ s }}.running_check(%(ids)s::pg_catalog.uuid[], %(attempts)s::int[])
 
--- name: release_jobs
+-- name: release
 select * from {{ s }}.release_jobs(%(ids)s::pg_catalog.uuid[], %(attempts)s::int[]) as id
 
 -- name: take_tokens
@@ -42,7 +42,7 @@ select {{ s }}.record_types(%(types)s::pg_catalog.text[])
 -- name: ping
 select 1 as ok
 
--- name: metrics_backlog
+-- name: backlog
 -- /metrics' backlog: pending jobs due now per type and the oldest due one's age (one pass over the
 -- claim index's pending rows; the worker caches the answer for [metrics] ttl).
 select type, pg_catalog.count(*) as due,

@@ -356,7 +356,7 @@ def test_deploy_reports_the_api_schema_and_check_notices_it_gone(fresh_db: str, 
     config = tmp_path / "jobkit.toml"
     config.write_text('[api]\nschema = "jobkit_api"\n')
     first = _deploy_cli(fresh_db, config)
-    assert first.exit_code == 0 and "[api] schema jobkit_api: +jobkit_api.claim_jobs(" in first.output
+    assert first.exit_code == 0 and "[api] schema jobkit_api: +jobkit_api.claim(" in first.output
     again = _deploy_cli(fresh_db, config)
     assert "nothing changed" in again.output and "[api]" not in again.output
     assert _deploy_cli(fresh_db, config, "--check").exit_code == 0

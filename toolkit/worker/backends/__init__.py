@@ -2,10 +2,16 @@
 fast default: lifecycle.py's Statements on a pool), Supabase's Data API through supabase-py
 (supabase.py: the same steps as RPCs), or memory (memory.py: the same semantics in Python, for fast
 unit tests of the Drainer and for users' own tests). All three pass tests/integration's conformance
-suite. The step names are lifecycle.py's."""
+suite.
+
+The Backend protocol below is the one list of the lifecycle's steps (``steps()``). Each step has one
+name everywhere: the protocol's method, lifecycle.Statements' method and its named query
+(sql/queries/), the API schema's RPC wrapper (sql/api.sql), and each backend's method.
+tests/unit/test_steps.py holds them to it."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -96,3 +102,12 @@ class Backend(Protocol):
         is still in flight (look for jobs again, then retry). ``handoff`` (stopping): mark idle in
         any case and wake another worker for what is due."""
         ...
+
+
+BACKEND_ONLY = frozenset({"open", "close"})  # a backend's own life, not a lifecycle step
+
+
+def steps() -> tuple[str, ...]:
+    """The lifecycle steps, in the protocol's order: Backend's methods besides open and close."""
+    return tuple(name for name, value in vars(Backend).items()
+                 if inspect.iscoroutinefunction(value) and name not in BACKEND_ONLY)

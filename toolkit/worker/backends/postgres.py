@@ -8,20 +8,32 @@ pg_net transport rather than NOTIFY.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime, timedelta
-from typing import Any
+from functools import update_wrapper
+from typing import Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
 
-from ...connector import Row
 from ...connector.aio import AsyncPool
-from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, TraceContext
-from ...lifecycle import Statements
+from ...jobs import NewJob, TraceContext
+from ...lifecycle import Statement, Statements
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def step(make: Callable[Concatenate[Statements, P], Statement[T]],
+         ) -> Callable[Concatenate[PostgresBackend, P], Coroutine[Any, Any, T]]:
+    """A backend method that runs the Statement of the same name on the pool, one round trip
+    (``claim = step(Statements.claim)``)."""
+    async def run(self: PostgresBackend, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.pool.run(make(self.sql, *args, **kwargs))
+    update_wrapper(run, make)  # its name, and inspect.signature shows the Statement's parameters
+    return run
 
 
 class PostgresBackend:
-    """The worker's lifecycle over a psycopg connection pool."""
+    """The worker's lifecycle over a psycopg connection pool: each step the Statement of its name."""
 
     def __init__(self, url: str, schema: str = "jobkit", *, max_size: int = 10, prepare: bool = True) -> None:
         self.pool = AsyncPool(url, max_size=max_size, prepare=prepare)
@@ -33,79 +45,38 @@ class PostgresBackend:
     async def close(self) -> None:
         await self.pool.close()
 
-    async def enqueue(self, job: NewJob, trace_context: TraceContext | None = None) -> UUID:
-        return await self.pool.run(self.sql.enqueue(job, trace_context))
+    enqueue = step(Statements.enqueue)
+    claim = step(Statements.claim)
+    complete = step(Statements.complete)
+    fail = step(Statements.fail)
+    snooze = step(Statements.snooze)
+    extend = step(Statements.extend)
+    release = step(Statements.release)
+    get = step(Statements.get)
+    state = step(Statements.state)
+    take_tokens = step(Statements.take_tokens)
+    token_wait = step(Statements.token_wait)
+    due_count = step(Statements.due_count)
+    due_types = step(Statements.due_types)
+    next_due = step(Statements.next_due)
+    backlog = step(Statements.backlog)  # /metrics' backlog (cached there); not a Backend step
+    worker_keys = step(Statements.worker_keys)
+    ping = step(Statements.ping)
+    record_types = step(Statements.record_types)
+    consume_wake = step(Statements.consume_wake)
+    wake_draining = step(Statements.wake_draining)
+    wake_idle = step(Statements.wake_idle)
 
+    # Where an empty batch needs no round trip.
     async def enqueue_many(self, jobs: Sequence[NewJob],
                            trace_context: TraceContext | None = None) -> list[UUID]:
         return await self.pool.run(self.sql.enqueue_many(jobs, trace_context)) if jobs else []
 
-    async def claim(self, job_type: str, limit: int, worker: str, lease: timedelta,
-                    rate_key: str | None = None, max_attempts: int | None = None) -> list[Claimed]:
-        return await self.pool.run(self.sql.claim(job_type, limit, worker, lease, rate_key, max_attempts))
-
-    async def complete(self, done: Sequence[Done]) -> set[UUID]:
-        return await self.pool.run(self.sql.complete(done))
-
-    async def fail(self, failures: Sequence[Failure]) -> dict[UUID, str]:
-        return await self.pool.run(self.sql.fail(failures))
-
-    async def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> bool:
-        return await self.pool.run(self.sql.snooze(job_id, attempt, delay))
-
-    async def extend(self, running: Sequence[tuple[UUID, int]], by: timedelta) -> set[UUID]:
-        return await self.pool.run(self.sql.extend(running, by))
-
-    async def release(self, running: Sequence[tuple[UUID, int]]) -> set[UUID]:
-        return await self.pool.run(self.sql.release(running))
-
     async def running_check(self, running: Sequence[tuple[UUID, int]]) -> dict[UUID, str]:
         return await self.pool.run(self.sql.running_check(running)) if running else {}
 
-    async def get(self, job_id: UUID) -> Job | None:
-        return await self.pool.run(self.sql.get(job_id))
-
-    async def state(self, job_id: UUID) -> JobResult | None:
-        return await self.pool.run(self.sql.state(job_id))
-
     async def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> set[UUID]:
         return await self.pool.run(self.sql.progress(reports)) if reports else set()
-
-    async def take_tokens(self, key: str, want: int) -> int:
-        return await self.pool.run(self.sql.take_tokens(key, want))
-
-    async def token_wait(self, key: str) -> float:
-        return await self.pool.run(self.sql.token_wait(key))
-
-    async def due_count(self, job_type: str) -> int:
-        return await self.pool.run(self.sql.due_count(job_type))
-
-    async def due_types(self) -> list[str]:
-        return await self.pool.run(self.sql.due_types())
-
-    async def next_due(self, job_type: str) -> float | None:
-        return await self.pool.run(self.sql.next_due(job_type))
-
-    async def backlog(self) -> list[Row]:
-        """Per type: pending jobs due now and the oldest one's age (for /metrics, cached there)."""
-        return await self.pool.run(self.sql.backlog())
-
-    async def worker_keys(self) -> list[str]:
-        return await self.pool.run(self.sql.worker_keys())
-
-    async def ping(self) -> None:
-        await self.pool.run(self.sql.ping())
-
-    async def record_types(self, types: Sequence[str]) -> None:
-        await self.pool.run(self.sql.record_types(types))
-    async def consume_wake(self, nonce: str, expires_at: datetime) -> bool:
-        return await self.pool.run(self.sql.consume_wake(nonce, expires_at))
-
-    async def wake_draining(self, job_type: str, until: timedelta) -> None:
-        await self.pool.run(self.sql.wake_draining(job_type, until))
-
-    async def wake_idle(self, job_type: str, handoff: bool = False) -> bool:
-        return await self.pool.run(self.sql.wake_idle(job_type, handoff))
 
     def listen(self, channel: str) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         """A LISTEN session on ``channel`` (its own connection): the NOTIFY wake-ups."""

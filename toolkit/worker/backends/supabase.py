@@ -80,36 +80,36 @@ class SupabaseBackend:
         return [UUID(r["id"]) for r in sorted(rows, key=lambda r: r["ord"])]
 
     async def get(self, job_id: UUID) -> Job | None:
-        rows = await self._rpc("get_job", {"p_id": str(job_id)})
+        rows = await self._rpc("get", {"p_id": str(job_id)})
         return _job(rows[0]) if rows else None
 
     async def state(self, job_id: UUID) -> JobResult | None:
-        rows = await self._rpc("job_state", {"p_id": str(job_id)})
+        rows = await self._rpc("state", {"p_id": str(job_id)})
         return state_from_rpc(rows)
 
     async def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> set[UUID]:
         if not reports:
             return set()
-        ids = await self._rpc("set_progress", {
+        ids = await self._rpc("progress", {
             "p_ids": [str(r[0]) for r in reports], "p_attempts": [r[1] for r in reports],
             "p_progress": [r[2] for r in reports]})
         return {UUID(i) for i in ids or []}
 
     async def claim(self, job_type: str, limit: int, worker: str, lease: timedelta,
                     rate_key: str | None = None, max_attempts: int | None = None) -> list[Claimed]:
-        rows = await self._rpc("claim_jobs", {"p_type": job_type, "p_limit": limit, "p_worker": worker,
+        rows = await self._rpc("claim", {"p_type": job_type, "p_limit": limit, "p_worker": worker,
                                               "p_lease": _interval(lease), "p_rate_key": rate_key,
                                               "p_max_attempts": max_attempts})
         return [_claimed(r) for r in rows or []]
 
     async def complete(self, done: Sequence[Done]) -> set[UUID]:
-        ids = await self._rpc("complete_jobs", {
+        ids = await self._rpc("complete", {
             "p_ids": [str(d[0]) for d in done], "p_attempts": [d[1] for d in done],
             "p_results": [None if d[2] is None else json.loads(d[2]) for d in done]})
         return {UUID(i) for i in ids or []}
 
     async def fail(self, failures: Sequence[Failure]) -> dict[UUID, str]:
-        rows = await self._rpc("fail_jobs", {
+        rows = await self._rpc("fail", {
             "p_ids": [str(f.id) for f in failures], "p_attempts": [f.attempt for f in failures],
             "p_errors": [f.error for f in failures],
             "p_retry_in": [_interval(f.retry_in) for f in failures],
@@ -117,17 +117,17 @@ class SupabaseBackend:
         return {UUID(r["id"]): str(r["status"]) for r in rows or []}
 
     async def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> bool:
-        return bool(await self._rpc("snooze_job", {
+        return bool(await self._rpc("snooze", {
             "p_id": str(job_id), "p_attempt": attempt, "p_delay": _interval(delay)}))
 
     async def extend(self, running: Sequence[tuple[UUID, int]], by: timedelta) -> set[UUID]:
-        ids = await self._rpc("extend_leases", {
+        ids = await self._rpc("extend", {
             "p_ids": [str(r[0]) for r in running], "p_attempts": [r[1] for r in running],
             "p_by": _interval(by)})
         return {UUID(i) for i in ids or []}
 
     async def release(self, running: Sequence[tuple[UUID, int]]) -> set[UUID]:
-        ids = await self._rpc("release_jobs", {
+        ids = await self._rpc("release", {
             "p_ids": [str(r[0]) for r in running], "p_attempts": [r[1] for r in running]})
         return {UUID(i) for i in ids or []}
 
@@ -142,7 +142,7 @@ class SupabaseBackend:
         return int(await self._rpc("take_tokens", {"p_key": key, "p_want": want}) or 0)
 
     async def token_wait(self, key: str) -> float:
-        return float(await self._rpc("token_wait_seconds", {"p_key": key}) or 0.0)
+        return float(await self._rpc("token_wait", {"p_key": key}) or 0.0)
 
     async def due_count(self, job_type: str) -> int:
         return int(await self._rpc("due_count", {"p_type": job_type}) or 0)
@@ -151,7 +151,7 @@ class SupabaseBackend:
         return [str(t) for t in await self._rpc("due_types", {}) or []]
 
     async def next_due(self, job_type: str) -> float | None:
-        value = await self._rpc("next_due_in", {"p_type": job_type})
+        value = await self._rpc("next_due", {"p_type": job_type})
         return None if value is None else float(value)
 
     async def worker_keys(self) -> list[str]:

@@ -26,6 +26,7 @@ from typing import Any
 from .config import LEASE_HINT, MIN_LEASE, Backoff
 from .exceptions import ConfigError
 from .retries import Permanent, RateLimited, Retry, Seconds, to_delta
+from .testing import run_inline
 from .worker.handler import Handler, HandlerFunc
 
 __all__ = ["Handler", "HandlerFunc", "MAX_DURATION", "Permanent", "RateLimited", "Registry", "Retry",
@@ -77,8 +78,6 @@ class Registry:
         """For tests: run one job through its handler in this process, with the worker's real retry
         and backoff logic over an in-memory queue (time jumps over the backoff). Returns its final
         JobResult (``.status``, ``.result``, ``.error``, ``.attempts``); see jobkit.testing."""
-        from .testing import run_inline  # not at the top: importing jobkit.handlers starts no worker
-
         return run_inline(self, job_type, payload, **options)
 
     def __contains__(self, job_type: object) -> bool:

@@ -126,8 +126,8 @@ def enqueue_cost(url: str, n: int, rounds: int) -> dict[str, list[float]]:
     Over pg_net (the stand-in's queue, not sent) and over NOTIFY."""
     from jobkit.config import Settings
     from jobkit.connector import Database
-    from jobkit.cron.secrets import set_secrets
     from jobkit.schema.deploy import DeployOptions, deploy
+    from jobkit.worker.secrets import set_secrets
 
     install_pg_net(url)
     set_secrets(Database(url), Settings(db_url=url), url="http://127.0.0.1:9/run", secret="x" * 40)

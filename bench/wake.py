@@ -30,7 +30,6 @@ from typing import Any
 
 from jobkit.config import Settings
 from jobkit.connector import Database
-from jobkit.cron.secrets import set_secrets
 from jobkit.handlers import Registry, Retry
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
@@ -38,6 +37,7 @@ from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.worker.backends.postgres import PostgresBackend
 from jobkit.worker.drain import Drainer
 from jobkit.worker.endpoint import EndpointOptions, WorkerEndpoint
+from jobkit.worker.secrets import set_secrets
 
 from . import latency, verify
 from .common import JOB_TYPE, Sample, percentile

@@ -14,23 +14,18 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from .config import Settings, load_settings
-from .context import JobContext
 from .enqueue import enqueue, enqueue_async, enqueue_many, enqueue_many_async
 from .exceptions import JobFailed, JobkitError, WaitTimeout
-from .handlers import Permanent, RateLimited, Registry, Retry
+from .handlers import Registry
 from .jobs import Job, JobResult, NewJob, Progress, Status
 from .results import wait, wait_async
+from .retries import Permanent, RateLimited, Retry
+from .version import __version__
 from .worker.backends.memory import MemoryBackend
 from .worker.backends.postgres import PostgresBackend
+from .worker.context import JobContext
 from .worker.endpoint import WorkerEndpoint, create_app
-
-try:
-    __version__ = version("jobkit-pg")  # the distribution's name; the import is jobkit
-except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "Job", "JobContext", "JobFailed", "JobResult", "JobkitError", "MemoryBackend", "NewJob", "Permanent",

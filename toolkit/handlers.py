@@ -1,4 +1,5 @@
-"""Programming model: a Registry of handlers, and the exceptions a handler raises to steer retries.
+"""Programming model: a Registry of handlers (the exceptions a handler raises to steer retries live
+in retries.py and are re-exported here; the registered Handler, in worker/handler.py).
 
     jobs = jobkit.Registry()
 
@@ -18,75 +19,19 @@ attempt, ``Permanent`` fails for good.
 from __future__ import annotations
 
 import inspect
-import random
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from .config import LEASE_HINT, MIN_LEASE, Backoff
 from .exceptions import ConfigError
+from .retries import Permanent, RateLimited, Retry, Seconds, to_delta
+from .testing import run_inline
+from .worker.handler import Handler, HandlerFunc
 
-HandlerFunc = Callable[[Any, Any], Any]
+__all__ = ["Handler", "HandlerFunc", "MAX_DURATION", "Permanent", "RateLimited", "Registry", "Retry",
+           "Seconds"]
 MAX_DURATION = timedelta(days=7)
-Seconds = float | int | timedelta
-
-
-class Retry(Exception):
-    """Fail this attempt and retry after ``after`` (seconds or a timedelta)."""
-
-    def __init__(self, message: str = "retry requested", *, after: Seconds) -> None:
-        super().__init__(message)
-        self.after = _delta(after)
-
-
-class RateLimited(Exception):
-    """The API said 429: run this job again after ``retry_after`` without consuming an attempt."""
-
-    def __init__(self, message: str = "rate limited", *, retry_after: Seconds = 1) -> None:
-        super().__init__(message)
-        self.retry_after = _delta(retry_after)
-
-
-class Permanent(Exception):
-    """Fail this job now, without retrying (bad input, a 4xx that will never succeed)."""
-
-
-@dataclass(frozen=True)
-class Handler:
-    """A registered handler and its per-type options (None = the database's type settings)."""
-
-    type: str
-    func: HandlerFunc
-    is_async: bool
-    timeout: timedelta
-    lease: timedelta
-    max_attempts: int | None = None
-    backoff: Backoff | None = None
-    rate_limit: str | None = None
-    payload_model: Any = None  # a pydantic model class the payload is validated into
-
-    def parse(self, payload: Any) -> Any:
-        """The payload the handler receives: validated into ``payload_model`` when there is one;
-        Permanent (never retried) when it does not validate."""
-        if self.payload_model is None:
-            return payload
-        try:
-            return self.payload_model.model_validate(payload)
-        except Exception as exc:  # noqa: BLE001 - pydantic's ValidationError, or the model's own check
-            errors = getattr(exc, "errors", None)
-            detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in errors()) \
-                if callable(errors) else str(exc)
-            raise Permanent(f"invalid payload for {self.type} ({self.payload_model.__name__}): "
-                            f"{detail}") from None
-
-    def retry_delay(self, attempt: int) -> timedelta | None:
-        """The handler's own backoff after a failed ``attempt``; None = the database's curve."""
-        if self.backoff is None:
-            return None
-        b = self.backoff
-        seconds = min(b.cap.total_seconds(), b.base.total_seconds() * b.factor ** min(attempt - 1, 100))
-        return timedelta(seconds=max(1.0, seconds * (1 + b.jitter * (2 * random.random() - 1))))
 
 
 class Registry:
@@ -111,8 +56,8 @@ class Registry:
         def register(func: HandlerFunc) -> HandlerFunc:
             if job_type in self._handlers:
                 raise ConfigError(f"job type {job_type!r} already has a handler")
-            limit = _bounded(_delta(timeout), f"handler {job_type}: timeout", timedelta(0))
-            held = _bounded(_delta(lease) if lease is not None else limit + timedelta(seconds=30),
+            limit = _bounded(to_delta(timeout), f"handler {job_type}: timeout", timedelta(0))
+            held = _bounded(to_delta(lease) if lease is not None else limit + timedelta(seconds=30),
                             f"handler {job_type}: lease", MIN_LEASE)
             if max_attempts is not None and not 1 <= max_attempts <= 1000:
                 raise ConfigError(
@@ -133,8 +78,6 @@ class Registry:
         """For tests: run one job through its handler in this process, with the worker's real retry
         and backoff logic over an in-memory queue (time jumps over the backoff). Returns its final
         JobResult (``.status``, ``.result``, ``.error``, ``.attempts``); see jobkit.testing."""
-        from .testing import run_inline
-
         return run_inline(self, job_type, payload, **options)
 
     def __contains__(self, job_type: object) -> bool:
@@ -155,9 +98,3 @@ def _bounded(value: timedelta, what: str, low: timedelta) -> timedelta:
                           hint=LEASE_HINT if low else "split longer work into several jobs")
     return value
 
-
-def _delta(value: Seconds) -> timedelta:
-    result = value if isinstance(value, timedelta) else timedelta(seconds=float(value))
-    if result <= timedelta(0):
-        raise ConfigError(f"durations must be positive, got {value!r}")
-    return result

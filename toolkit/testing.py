@@ -32,10 +32,10 @@ from .config import RateLimitConfig, Settings, TypeConfig
 from .connector import Database
 from .enqueue import check_job
 from .exceptions import JobkitError, NotFound
-from .handlers import Registry
 from .jobs import Attempt, JobResult, NewJob
 from .worker.backends.memory import DEFAULTS, MemoryBackend
 from .worker.drain import Drainer
+from .worker.handler import Handlers
 
 
 class Clock:
@@ -51,7 +51,7 @@ class Clock:
 class InlineQueue:
     """Jobs in memory, run by the real Drainer in this process; see the module docstring."""
 
-    def __init__(self, registry: Registry, *, defaults: TypeConfig = DEFAULTS,
+    def __init__(self, registry: Handlers, *, defaults: TypeConfig = DEFAULTS,
                  types: Mapping[str, TypeConfig] | None = None,
                  ratelimits: Mapping[str, RateLimitConfig] | None = None, concurrency: int = 4,
                  seed: int | None = 0) -> None:
@@ -109,7 +109,7 @@ class InlineQueue:
         self.clock.ahead += max(ahead, 0.0) + 0.001
 
 
-def run_inline(registry: Registry, job_type: str, payload: Any, **options: Any) -> JobResult:
+def run_inline(registry: Handlers, job_type: str, payload: Any, **options: Any) -> JobResult:
     """Run one job through ``registry``'s handler inline (retries included); its final state."""
     queue = InlineQueue(registry)
     job_id = queue.enqueue(job_type, payload, **options)

@@ -31,6 +31,8 @@ from typing import Any
 from uuid import UUID
 
 from .jobs import Claimed, TraceContext
+from .version import __version__
+from .worker.attempt import Outcome
 
 try:
     from opentelemetry import propagate
@@ -41,8 +43,6 @@ else:
     AVAILABLE = True
 
 SYSTEM = "jobkit"
-#: jobkit.job.outcome values: what the database recorded for the attempt.
-FAILED_OUTCOMES = frozenset({"failed", "unrecorded"})
 _cache: list[Any] = [None, None]  # [the provider, jobkit's tracer from it]
 
 
@@ -54,8 +54,6 @@ def tracer() -> Any:
     if isinstance(provider, (otel.ProxyTracerProvider, otel.NoOpTracerProvider)):
         return None
     if _cache[0] is not provider:
-        from . import __version__
-
         _cache[1] = provider.get_tracer("jobkit", __version__)
         _cache[0] = provider
     return _cache[1]
@@ -184,9 +182,9 @@ class JobSpan:
                            set_status_on_exception=False):
             yield
 
-    def ran(self, ok: bool, error: Any, snoozed: bool) -> None:
-        """The handler returned (ok) or ended with ``error``; a snooze is not an error."""
-        if ok or snoozed or self.run is None or not isinstance(error, BaseException):
+    def ran(self, error: BaseException) -> None:
+        """The handler ended its attempt with ``error`` (not a snooze: that is no error)."""
+        if self.run is None:
             return
         self.run.record_exception(error)
         self.run.set_status(otel.Status(otel.StatusCode.ERROR, f"{type(error).__name__}: {error}"))
@@ -200,20 +198,20 @@ class JobSpan:
             "jobkit.commit", context=otel.set_span_in_context(self.run),
             attributes={"messaging.system": SYSTEM, "jobkit.commit.statement": statement})
 
-    def settled(self, outcome: str, batch: int = 1) -> None:
+    def settled(self, outcome: Outcome, batch: int = 1) -> None:
         """The database recorded ``outcome`` (completed, retry, failed, snoozed, lost: fenced out,
         unrecorded: the statement failed, released: shutdown) in a statement of ``batch`` jobs."""
         if self.commit is not None:
             self.commit.set_attribute("jobkit.commit.batch_size", batch)
-            self.commit.set_attribute("jobkit.job.outcome", outcome)
-            if outcome in FAILED_OUTCOMES:
-                self.commit.set_status(otel.Status(otel.StatusCode.ERROR, outcome))
+            self.commit.set_attribute("jobkit.job.outcome", outcome.value)
+            if outcome.failed:
+                self.commit.set_status(otel.Status(otel.StatusCode.ERROR, outcome.value))
             self.commit.end()
             self.commit = None
         if self.run is not None:
-            self.run.set_attribute("jobkit.job.outcome", outcome)
-            if outcome in FAILED_OUTCOMES and not self.errored:
-                self.run.set_status(otel.Status(otel.StatusCode.ERROR, f"attempt {outcome}"))
+            self.run.set_attribute("jobkit.job.outcome", outcome.value)
+            if outcome.failed and not self.errored:
+                self.run.set_status(otel.Status(otel.StatusCode.ERROR, f"attempt {outcome.value}"))
             self.run.end()
             self.run = None
 

@@ -20,10 +20,10 @@ import psycopg
 from fault_handlers import QUICK
 from jobkit.config import Settings, TypeConfig
 from jobkit.connector import Database
-from jobkit.cron.secrets import set_secrets
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.schema.deploy import DeployOptions, deploy
+from jobkit.worker.secrets import set_secrets
 from standins import PgNetStandIn
 from workers import SECRET
 

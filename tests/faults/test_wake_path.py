@@ -16,9 +16,9 @@ import psycopg
 from faultkit import Ticker, count, enqueue, exactly_once, prepare, wire_pg_net
 from jobkit.config import Settings
 from jobkit.connector import Database
-from jobkit.cron.secrets import set_secrets
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
+from jobkit.worker.secrets import set_secrets
 from jobkit.worker.signing import signed_headers
 from poll import wait_for
 from standins import PgNetStandIn

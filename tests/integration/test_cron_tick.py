@@ -8,11 +8,11 @@ import time
 from jobkit.config import Settings, TypeConfig
 from jobkit.connector import Database, Session
 from jobkit.cron import schedules as scheduling
-from jobkit.cron.secrets import set_secrets
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.ops.localdb import LocalCluster
 from jobkit.schema.deploy import DeployOptions, deploy
+from jobkit.worker.secrets import set_secrets
 from jobkit.worker.signing import HEADER, Verifier
 from poll import wait_for
 from standins import PgNetStandIn

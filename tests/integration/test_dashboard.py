@@ -331,7 +331,7 @@ def test_read_only_mode(seeded: str) -> None:
 
 
 def test_no_secret_in_any_page(open_client: TestClient, seeded: str) -> None:
-    from jobkit.cron.secrets import set_secrets
+    from jobkit.worker.secrets import set_secrets
 
     secret = "whsec-do-not-show-this-anywhere-0123456789"
     set_secrets(Database(seeded), Settings(db_url=seeded), url="http://worker.internal/run", secret=secret)

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
-from jobkit.cron.secrets import set_secrets
 from jobkit.handlers import Registry
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.worker.backends.postgres import PostgresBackend
 from jobkit.worker.endpoint import EndpointOptions, WorkerEndpoint
+from jobkit.worker.secrets import set_secrets
 from jobkit.worker.signing import HEADER, sign, signed_headers
 from poll import wait_for
 from starlette.testclient import TestClient

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from jobkit.cli import cli
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
-from jobkit.cron.secrets import fingerprint, set_secrets, show
 from jobkit.exceptions import ConfigError, PrerequisiteError
+from jobkit.worker.secrets import fingerprint, set_secrets, show
 
 OWN = "operator-chosen-secret-0123456789abcdef"
 

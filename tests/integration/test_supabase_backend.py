@@ -13,7 +13,6 @@ import psycopg
 import pytest
 from jobkit.config import Settings
 from jobkit.connector import Database
-from jobkit.cron.secrets import set_secrets
 from jobkit.enqueue import enqueue, enqueue_many
 from jobkit.exceptions import ConnectionFailed, DatabaseError
 from jobkit.handlers import Permanent, RateLimited, Registry
@@ -22,6 +21,7 @@ from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.worker.backends import steps
 from jobkit.worker.backends.supabase import SupabaseBackend
 from jobkit.worker.drain import Drainer
+from jobkit.worker.secrets import set_secrets
 from opened import with_backend
 from standins.postgrest import create_app, serve
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from jobkit.config import Settings, TypeConfig, WakeConfig
 from jobkit.connector import Database, Session
-from jobkit.cron.secrets import set_secrets
 from jobkit.exceptions import DatabaseError
 from jobkit.jobs import Failure, NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.schema.deploy import DeployOptions, deploy
+from jobkit.worker.secrets import set_secrets
 from jobkit.worker.signing import HEADER, Verifier
 from poll import wait_for
 from standins import PgNetStandIn, install_vault

@@ -13,8 +13,8 @@ import psycopg
 import pytest
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
-from jobkit.cron.secrets import set_secrets
 from jobkit.schema.deploy import DeployOptions, deploy
+from jobkit.worker.secrets import set_secrets
 from poll import wait_for
 from standins import PgNetStandIn
 from standins.http_server import Server

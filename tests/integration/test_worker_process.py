@@ -11,10 +11,10 @@ import httpx
 import pytest
 from jobkit.config import RateLimitConfig, Settings, TypeConfig
 from jobkit.connector import Database, Session
-from jobkit.cron.secrets import set_secrets
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.schema.deploy import DeployOptions, deploy
+from jobkit.worker.secrets import set_secrets
 from jobkit.worker.signing import signed_headers
 from poll import wait_for
 from standins import PgNetStandIn

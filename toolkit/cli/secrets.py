@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from ..cron import secrets as secrets_api
 from ..durations import parse_duration
+from ..worker import secrets as secrets_api
 from .common import State, db_url_option, pass_state
 
 

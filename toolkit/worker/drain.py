@@ -29,11 +29,12 @@ from datetime import timedelta
 from typing import Any
 
 from .. import tracing
-from ..context import JobContext
 from ..exceptions import ConnectionFailed, JobkitError
-from ..handlers import Handler, RateLimited, Registry
 from ..jobs import Claimed
+from .attempt import Ended, Outcome, Phase, Raised, Returned
 from .backends import Backend
+from .context import JobContext
+from .handler import Handler, Handlers
 from .metrics import Observer, Quiet
 from .outcomes import DrainSummary, encode_result
 from .recording import DrainState, Recorder, Running
@@ -42,7 +43,6 @@ from .tending import Tending
 from .window import ClaimWindow
 
 log = logging.getLogger("jobkit.worker")
-UNKNOWN_LEASE = timedelta(minutes=5)
 LINGER_FIRST, LINGER_MAX = 0.005, 0.05  # seconds between re-checks while lingering
 CANCEL_WAIT = 5.0  # seconds a cancelled async handler gets to end at shutdown
 
@@ -63,7 +63,7 @@ class Drainer:
 
     def __init__(
         self,
-        registry: Registry,
+        registry: Handlers,
         backend: Backend,
         *,
         concurrency: int = 16,
@@ -286,7 +286,7 @@ class Drainer:
             d.queue.clear()
         released = await self._release(waiting)
         runners = [t for d in self._live for t in d.runners]
-        running = sum(r.state == "running" for r in self._running)
+        running = sum(r.state is Phase.RUNNING for r in self._running)
         if waiting or running:
             log.info("shutdown: stopped claiming; %d job(s) that had not started released; %d running "
                      "job(s) get up to %gs to finish", released, running, grace.total_seconds())
@@ -294,7 +294,7 @@ class Drainer:
             await asyncio.wait(runners, timeout=grace.total_seconds())
         released += await self._stop_async_handlers()
         await self._await_finished_threads()
-        self.abandoned = [r for r in self._running if r.state == "running"]
+        self.abandoned = [r for r in self._running if r.state is Phase.RUNNING]
         if self.abandoned:
             log.warning("shutdown: %d job(s) still running after the %gs grace (sync handlers: a thread "
                         "cannot be stopped); not released while their handlers may still run",
@@ -308,14 +308,14 @@ class Drainer:
         """After the grace: cancel the runners of the async handlers still running, give them
         CANCEL_WAIT to end, and release the jobs of those that did."""
         late = [r for r in self._running
-                if r.state == "running" and r.thread is None and r.task is not None and not r.task.done()]
+                if r.state is Phase.RUNNING and r.thread is None and r.task is not None and not r.task.done()]
         for r in late:
             if r.task is not None:
                 r.task.cancel()
         tasks = {r.task for r in late if r.task is not None}
         if tasks:
             await asyncio.wait(tasks, timeout=CANCEL_WAIT)
-        ended = [r for r in self._running if r.state == "running" and r.thread is None
+        ended = [r for r in self._running if r.state is Phase.RUNNING and r.thread is None
                  and (r.task is None or r.task.done())]
         return await self._release(ended)
 
@@ -325,20 +325,20 @@ class Drainer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CANCEL_WAIT
         while loop.time() < deadline and any(
-                r.state == "running" and r.thread is not None and r.thread.done() for r in self._running):
+                r.state is Phase.RUNNING and r.thread is not None and r.thread.done() for r in self._running):
             await asyncio.sleep(0.005)
 
     async def release_abandoned(self) -> int:
         """The process is about to exit, so the sync handlers still running cannot go on: release
         their jobs. Call it last, right before the process exits. Returns how many."""
-        return await self._release([r for r in self.abandoned if r.state == "running"])
+        return await self._release([r for r in self.abandoned if r.state is Phase.RUNNING])
 
     def abandon(self) -> None:
         """Leave the jobs still running to their leases: their threads go on, their outcomes are
         not recorded (the sweep retries them once their leases expire)."""
         for r in self.abandoned:
-            if r.state == "running" and r.task is not None:
-                r.state = "abandoned"
+            if r.state is Phase.RUNNING and r.task is not None:
+                r.state = Phase.ABANDONED
                 r.task.cancel()
             self._running.discard(r)
         self.abandoned = []
@@ -355,8 +355,8 @@ class Drainer:
             ids = set()
         for r in jobs:
             if r.job.id in ids:
-                r.drain.summary.released += 1
-            r.state = "released"
+                r.drain.summary.count(Outcome.RELEASED)
+            r.state = Phase.RELEASED
             self._running.discard(r)
         self.released += len(ids)
         self._changed.set()
@@ -427,25 +427,26 @@ class Drainer:
                 self._dropped(running)
                 continue
             started = loop.time()
-            running.task, running.deadline, running.state = me, started + timeout, "running"
+            running.task, running.deadline, running.state = me, started + timeout, Phase.RUNNING
+            ended: Ended | None = None  # None: cancel_job stopped it (nothing to record)
             try:
                 with tracing.running(running.trace):
-                    ok, value = await self._execute(running, handler)
+                    ended = await self._execute(running, handler)
             except asyncio.CancelledError:
                 if running.cancelled and not running.timed_out and not self._stopping and me is not None:
                     me.uncancel()  # cancel_job stopped it (see below)
-                    ok, value = False, None
                 elif not running.timed_out or me is None:
                     if running.trace is not None:  # an abandoned job is left to its lease
-                        running.trace.settled("unrecorded" if running.state == "abandoned" else "released")
+                        running.trace.settled(Outcome.UNRECORDED if running.state is Phase.ABANDONED
+                                              else Outcome.RELEASED)
                     raise  # shutdown: its job is released now that its handler has ended
                 else:
                     me.uncancel()
-                    ok, value = False, TimeoutError(
-                        f"handler timed out after {timeout:g}s; the attempt was abandoned")
+                    ended = Raised(TimeoutError(
+                        f"handler timed out after {timeout:g}s; the attempt was abandoned"))
             except BaseException as exc:  # noqa: BLE001 - a bug of jobkit's: the job still reaches a state
                 log.exception("running job %s failed inside jobkit", running.job.id)
-                ok, value = False, exc
+                ended = Raised(exc)
             else:
                 if (running.timed_out or running.cancelled) and me is not None and me.cancelling():
                     me.uncancel()  # the handler swallowed the cancellation and finished anyway
@@ -453,44 +454,39 @@ class Drainer:
                 await self._tending.write_progress([running], loop.time())  # its last report
             self.window.observe(loop.time() - started)
             self.observer.ran(running.job.type, loop.time() - started)
-            if running.cancelled:  # cancel_job recorded the attempt; a late result is not stored
+            if running.cancelled or ended is None:  # cancel_job recorded it; a late result is dropped
                 self._dropped(running)
                 continue
-            if running.trace is not None:
-                running.trace.ran(ok, value, snoozed=isinstance(value, RateLimited))
-            running.state = "recording"
-            self._recorder.record(running, ok, value)
+            if running.trace is not None and isinstance(ended, Raised) and ended.snooze is None:
+                running.trace.ran(ended.error)
+            self._recorder.record(running, ended)
 
-    async def _execute(self, running: Running, handler: Handler | None) -> tuple[bool, Any]:
-        """(True, the result as JSON text) or (False, the exception that ended the attempt)."""
+    async def _execute(self, running: Running, handler: Handler | None) -> Ended:
+        """The handler's result as JSON text, or the exception that ended the attempt."""
         job = running.job
         if handler is None:
             registered = ", ".join(self.registry.types) or "none"
-            return False, LookupError(
+            return Raised(LookupError(
                 f"no handler for job type {job.type!r} on worker {self.worker_id} (registered: {registered})"
-            )
+            ))
         loop = asyncio.get_running_loop()
         ctx = JobContext(job, backend=self.backend, loop=loop, lease=running.lease, deadline=running.deadline,
                          holder=running)
         running.ctx = ctx
         try:
             payload = handler.parse(job.payload) if handler.payload_model is not None else job.payload
-            if handler.is_async:
-                result = await handler.func(payload, ctx)
-            else:
-                ok, result = await self._in_thread(running, handler, payload, ctx)
-                if not ok:
-                    return False, result
-            return True, encode_result(result)
+            if not handler.is_async:
+                return await self._in_thread(running, handler, payload, ctx)
+            return Returned(encode_result(await handler.func(payload, ctx)))
         except asyncio.CancelledError as exc:
             if _cancelling():
                 raise  # jobkit cancelled it: a timeout or a shutdown (see _runner)
-            return False, exc  # the handler's own CancelledError ends only its attempt
+            return Raised(exc)  # the handler's own CancelledError ends only its attempt
         except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, ... end only this attempt
-            return False, exc
+            return Raised(exc)
 
     def _in_thread(self, running: Running, handler: Handler, payload: Any,
-                   ctx: JobContext) -> asyncio.Future[tuple[bool, Any]]:
+                   ctx: JobContext) -> asyncio.Future[Ended]:
         """A sync handler's call in the thread pool; a traced job's thread gets a copy of the
         context, so that the handler sees its span (executor threads get none by themselves).
         Its concurrent future stays on the job (``thread``): unlike the asyncio future, it is done
@@ -510,9 +506,9 @@ class Drainer:
     def _dropped(self, running: Running) -> None:
         """A job cancelled while this worker held it: counted, never recorded (cancel_job did)."""
         if running.trace is not None:
-            running.trace.settled("cancelled")
-        running.drain.summary.cancelled += 1
-        running.state = "cancelled"
+            running.trace.settled(Outcome.CANCELLED)
+        running.drain.summary.count(Outcome.CANCELLED)
+        running.state = Phase.CANCELLED
         self._settled(running)
 
 
@@ -538,17 +534,18 @@ class Outage:
             self.delay = 0.0
 
 
-def _call(func: Any, payload: Any, ctx: JobContext) -> tuple[bool, Any]:
-    """A sync handler's call in its thread, every exception returned rather than raised: a
-    GeneratorExit carried by the future would be thrown into the runner coroutine, and Python's
-    await closes the inner coroutines on GeneratorExit instead of letting them catch it."""
+def _call(func: Any, payload: Any, ctx: JobContext) -> Ended:
+    """A sync handler's call in its thread (its result encoded there too), every exception
+    returned rather than raised: a GeneratorExit carried by the future would be thrown into the
+    runner coroutine, and Python's await closes the inner coroutines on GeneratorExit instead of
+    letting them catch it."""
     try:
-        return True, func(payload, ctx)
+        return Returned(encode_result(func(payload, ctx)))
     except BaseException as exc:  # noqa: BLE001 - handed back to _execute, which records it
-        return False, exc
+        return Raised(exc)
 
 
-def _call_in(context: contextvars.Context, func: Any, payload: Any, ctx: JobContext) -> tuple[bool, Any]:
+def _call_in(context: contextvars.Context, func: Any, payload: Any, ctx: JobContext) -> Ended:
     return context.run(_call, func, payload, ctx)
 
 

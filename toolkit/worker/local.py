@@ -15,12 +15,12 @@ from typing import Any
 
 from ..config import Settings
 from ..connector import Database
-from ..cron.secrets import set_secrets
 from ..handlers import Registry
 from ..names import wake_channel
 from ..schema.sync import resolve_transport
 from .backends.postgres import PostgresBackend
 from .endpoint import EndpointOptions, WorkerEndpoint
+from .secrets import set_secrets
 
 
 class LocalWorker:

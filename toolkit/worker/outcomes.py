@@ -7,8 +7,10 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from ..handlers import Handler, Permanent, Retry
 from ..jobs import Claimed, Failure
+from ..retries import Permanent, Retry
+from .attempt import Outcome
+from .handler import Handler
 
 MAX_ERROR = 8000
 #: Larger than this, a result cannot be stored (PostgreSQL's jsonb values end at 255 MB).
@@ -29,6 +31,13 @@ class DrainSummary:
     lost: int = 0  # fenced out: the attempt no longer held the job when it finished
     cancelled: int = 0  # cancelled while this worker held them (cancel_job): nothing recorded
     ended: str = "empty"  # empty | budget | max_jobs | stopping | unreachable
+
+    def count(self, outcome: Outcome, n: int = 1) -> None:
+        """Count ``n`` attempts that ended in ``outcome`` (a retry counts as failed)."""
+        if outcome is Outcome.UNRECORDED:  # not counted: its lease expires and the sweep retries it
+            return
+        name = "failed" if outcome is Outcome.RETRY else outcome.value
+        setattr(self, name, getattr(self, name) + n)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -22,11 +22,13 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from ..exceptions import ConnectionFailed, DatabaseError
-from ..handlers import Handler, Permanent, RateLimited
 from ..jobs import Claimed, Failure
+from ..retries import Permanent, RateLimited
 from ..tracing import JobSpan
+from .attempt import Ended, Outcome, Phase, Returned
 from .backends import Backend
 from .groupcommit import GroupCommit
+from .handler import UNKNOWN_LEASE, Handler
 from .metrics import Observer, Quiet
 from .outcomes import DrainSummary, failure, last_line
 from .progress import Reported
@@ -35,7 +37,6 @@ log = logging.getLogger("jobkit.worker")
 T = TypeVar("T")
 MAX_STATEMENT_BYTES = 64 * 1024 * 1024  # results per completion statement
 RETRY_FOR = 600.0  # seconds a lost connection is retried before the outcomes are given up
-UNKNOWN_LEASE = timedelta(minutes=5)
 
 
 @dataclass(slots=True, eq=False)
@@ -46,13 +47,14 @@ class Running:
     drain: DrainState
     lease: timedelta
     extended_at: float
-    state: str = "waiting"
+    state: Phase = Phase.WAITING
     deadline: float = 0.0  # loop time after which the attempt is abandoned
     task: asyncio.Task[None] | None = None  # the runner running it
     timed_out: bool = False
     cancelled: bool = False  # cancel_job stopped the job while this worker held it
     ctx: Any = None  # the handler's JobContext once it runs
-    outcome: Any = None  # the result's JSON text to store, or the Failure to record
+    result: str | None = None  # the result's JSON text to store (completed)
+    failure: Failure | None = None  # the failure to record (failed or retried)
     trace: JobSpan | None = None  # its spans, when tracing is on (tracing.py)
     reported: Reported | None = None  # its handler's progress (ctx.progress), once it reported
     thread: Any = None  # a sync handler's concurrent.futures.Future, once its thread was started
@@ -93,20 +95,21 @@ class Recorder:
         self._failer: GroupCommit[Running, dict[UUID, str]] = GroupCommit(self._fail, self._failed)
         self._tasks: set[asyncio.Future[Any]] = set()  # snoozes in flight
 
-    def record(self, running: Running, ok: bool, value: Any) -> None:
+    def record(self, running: Running, ended: Ended) -> None:
         """Hand the outcome to its group commit; the job leaves the window when it returns."""
         running.drain.unsettled += 1
-        if ok:
-            running.outcome = value
+        running.state = Phase.RECORDING
+        if isinstance(ended, Returned):
+            running.result = ended.result
             _traced(running, "complete_jobs")
             self._completer.submit(running)
-        elif isinstance(value, RateLimited):
+        elif (limited := ended.snooze) is not None:
             _traced(running, "snooze_job")
-            task = asyncio.ensure_future(self._snooze(running, value))
+            task = asyncio.ensure_future(self._snooze(running, limited))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         else:
-            running.outcome = failure(running.job, running.drain.handler, value)
+            running.failure = failure(running.job, running.drain.handler, ended.error)
             _traced(running, "fail_jobs")
             self._failer.submit(running)
 
@@ -121,7 +124,7 @@ class Recorder:
     async def _complete_chunk(self, batch: list[Running]) -> set[UUID]:
         try:
             return await _retrying(lambda: self.backend.complete(
-                [(r.job.id, r.job.attempts, r.outcome) for r in batch]))
+                [(r.job.id, r.job.attempts, r.result) for r in batch]))
         except ConnectionFailed:
             raise
         except DatabaseError as exc:  # one result the database refuses must not sink the rest
@@ -131,8 +134,8 @@ class Recorder:
                     accepted |= await self._complete_chunk([r])
                 return accepted
             r = batch[0]  # say, \u0000 in a string: the attempt fails instead (its failer settles it)
-            r.state = "refused"
-            r.outcome = failure(r.job, r.drain.handler,
+            r.state = Phase.REFUSED
+            r.failure = failure(r.job, r.drain.handler,
                                 Permanent(f"the result cannot be stored: {exc.message}"))
             self._failer.submit(r)
             return set()
@@ -144,27 +147,21 @@ class Recorder:
         everyone = accepted is not None and len(accepted) == len(batch)  # the usual case: no lookups
         done: dict[str, int] = {}
         for r in batch:
-            if r.state == "refused":
+            if r.state is Phase.REFUSED:
                 continue
             if everyone or (accepted is not None and r.job.id in accepted):
-                r.drain.summary.completed += 1
+                outcome = Outcome.COMPLETED
                 done[r.job.type] = done.get(r.job.type, 0) + 1
-                outcome = "completed"
-            elif error is None:
-                r.drain.summary.lost += 1
-                outcome = "lost"
             else:
-                outcome = "unrecorded"
-            if r.trace is not None:
-                r.trace.settled(outcome, len(batch))
-            self._settled(r)
+                outcome = Outcome.LOST if error is None else Outcome.UNRECORDED
+            self._ended(r, outcome, len(batch))
         for job_type, count in done.items():
             self.observer.completed(job_type, count)
 
     async def _fail(self, batch: list[Running]) -> dict[UUID, str]:
         started = time.perf_counter()
         try:
-            return await _retrying(lambda: self.backend.fail([r.outcome for r in batch]))
+            return await _retrying(lambda: self.backend.fail([_failure(r) for r in batch]))
         except ConnectionFailed:
             raise
         except DatabaseError as exc:
@@ -179,11 +176,11 @@ class Recorder:
 
     async def _fail_plainly(self, r: Running, exc: DatabaseError) -> dict[UUID, str]:
         """The database refused this failure's record: store a plain message in its place."""
-        original: Failure = r.outcome
-        r.outcome = dataclasses.replace(original, error=(
+        original = _failure(r)
+        r.failure = dataclasses.replace(original, error=(
             f"{last_line(original.error)[:500]!a} (the full error could not be stored: {exc.message})"))
         try:
-            return await self.backend.fail([r.outcome])
+            return await self.backend.fail([r.failure])
         except DatabaseError as again:
             log.error("job %s: its failure cannot be recorded (its lease will expire): %s",
                       r.job.id, again.message)
@@ -196,33 +193,33 @@ class Recorder:
         for r in batch:
             status = statuses.get(r.job.id) if statuses is not None else None
             if status is not None:
-                r.drain.summary.failed += 1
-                self.observer.failed(r.job.type, final=status != "pending")
-                _log_failure(r, status)
-            elif error is None:
-                r.drain.summary.lost += 1
-            if r.trace is not None:
-                r.trace.settled("unrecorded" if error is not None else "lost" if status is None
-                                else "retry" if status == "pending" else "failed", len(batch))
-            self._settled(r)
+                outcome = Outcome.RETRY if status == "pending" else Outcome.FAILED
+                self.observer.failed(r.job.type, final=outcome is Outcome.FAILED)
+                _log_failure(r, outcome)
+            else:
+                outcome = Outcome.LOST if error is None else Outcome.UNRECORDED
+            self._ended(r, outcome, len(batch))
 
     async def _snooze(self, running: Running, limited: RateLimited) -> None:
-        outcome = "unrecorded"
+        outcome = Outcome.UNRECORDED
         try:
             snoozed = await _retrying(lambda: self.backend.snooze(
                 running.job.id, running.job.attempts, limited.retry_after))
         except Exception as exc:  # noqa: BLE001 - the lease expires and the sweep retries it
             log.error("snoozing job %s failed: %s", running.job.id, exc)
         else:
-            running.drain.summary.snoozed += snoozed
-            running.drain.summary.lost += not snoozed
             if snoozed:
                 self.observer.snoozed(running.job.type)
-            outcome = "snoozed" if snoozed else "lost"
+            outcome = Outcome.SNOOZED if snoozed else Outcome.LOST
         finally:
-            if running.trace is not None:
-                running.trace.settled(outcome)
-            self._settled(running)
+            self._ended(running, outcome)
+
+    def _ended(self, running: Running, outcome: Outcome, batch: int = 1) -> None:
+        """The attempt's outcome is known: counted, its spans ended, and the job settled."""
+        running.drain.summary.count(outcome)
+        if running.trace is not None:
+            running.trace.settled(outcome, batch)
+        self._settled(running)
 
     def _settled(self, running: Running) -> None:
         running.drain.unsettled -= 1
@@ -234,9 +231,15 @@ def _traced(running: Running, statement: str) -> None:
         running.trace.recording(statement)
 
 
-def _log_failure(r: Running, status: str) -> None:
-    job, error = r.job, last_line(r.outcome.error)
-    if status == "pending":
+def _failure(r: Running) -> Failure:
+    if r.failure is None:  # pragma: no cover - only failed attempts reach the failer
+        raise AssertionError(f"job {r.job.id}: no failure to record")
+    return r.failure
+
+
+def _log_failure(r: Running, outcome: Outcome) -> None:
+    job, error = r.job, last_line(_failure(r).error)
+    if outcome is Outcome.RETRY:
         log.warning("job %s (%s) attempt %d failed, will retry: %s", job.id, job.type, job.attempts, error)
     else:
         log.error("job %s (%s) failed for good after attempt %d (it will be dead-lettered): %s",
@@ -248,7 +251,7 @@ def _by_size(batch: list[Running]) -> Iterator[list[Running]]:
     chunk: list[Running] = []
     size = 0
     for r in batch:
-        length = len(r.outcome) if r.outcome is not None else 4
+        length = len(r.result) if r.result is not None else 4
         if chunk and size + length > MAX_STATEMENT_BYTES:
             yield chunk
             chunk, size = [], 0

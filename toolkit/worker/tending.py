@@ -19,6 +19,7 @@ from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
 
+from .attempt import Phase
 from .backends import Backend
 from .progress import FLUSH_EVERY, Reported
 from .supervise import TaskState, supervise
@@ -33,7 +34,7 @@ class Tended(Protocol):
     job: Any
     lease: timedelta
     extended_at: float
-    state: str
+    state: Phase
     deadline: float
     task: asyncio.Task[None] | None
     timed_out: bool
@@ -78,7 +79,7 @@ class Tending:
     def abandon_overdue(self, now: float) -> int:
         """Cancel the runners of jobs past their deadline; returns how many."""
         overdue = [r for r in self._running
-                   if r.state == "running" and not r.timed_out and now >= r.deadline and r.task]
+                   if r.state == Phase.RUNNING and not r.timed_out and now >= r.deadline and r.task]
         for r in overdue:
             r.timed_out = True
             if r.task is not None:
@@ -87,7 +88,7 @@ class Tending:
 
     async def check_cancelled(self) -> int:
         """Find the held jobs that were cancelled; tell their handlers. Returns how many."""
-        held = [r for r in self._running if r.state in ("waiting", "running") and not r.cancelled]
+        held = [r for r in self._running if r.state in (Phase.WAITING, Phase.RUNNING) and not r.cancelled]
         if not held:
             return 0
         try:
@@ -101,7 +102,7 @@ class Tending:
             if r.ctx is not None:
                 r.ctx.cancelled = r.ctx.lost = True
             handler = r.drain.handler
-            if r.state == "running" and r.task is not None and handler is not None and handler.is_async:
+            if r.state == Phase.RUNNING and r.task is not None and handler is not None and handler.is_async:
                 r.task.cancel()
         return len(stopped)
 

@@ -23,6 +23,7 @@ from uuid import UUID
 from ...config import RateLimitConfig, TypeConfig
 from ...exceptions import DatabaseError
 from ...jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, Status, TraceContext
+from ..attempt import Outcome
 
 MIN_LEASE = 5.0
 DEFAULTS = TypeConfig()
@@ -156,7 +157,7 @@ class MemoryBackend:
         row = self._held(job_id, attempt)
         if row is None:
             return False
-        self._record(row, "snoozed", None)
+        self._record(row, Outcome.SNOOZED, None)
         self._back_to_pending(row, self.clock() + max(delay.total_seconds(), 0.0), give_back=True)
         return True
 
@@ -174,7 +175,7 @@ class MemoryBackend:
         for job_id, attempt in running:
             row = self._held(job_id, attempt)
             if row is not None:
-                self._record(row, "released", "released by a stopping worker")
+                self._record(row, Outcome.RELEASED, "released by a stopping worker")
                 self._back_to_pending(row, self.clock(), give_back=True)
                 released.add(job_id)
         return released
@@ -283,7 +284,7 @@ class MemoryBackend:
                     row.worker_id,
                     _dt(row.started_at),
                     _dt(row.completed_at),
-                    "completed",
+                    Outcome.COMPLETED.value,
                     None,
                     None,
                 )
@@ -402,7 +403,7 @@ class MemoryBackend:
     def _fail_one(self, row: _Row, failure: Failure, outcome: str | None = None) -> str:
         again = not failure.permanent and row.attempts - row.round_start < self._limit(row)
         row.last_error = failure.error
-        self._record(row, outcome or ("retry" if again else "failed"), failure.error)
+        self._record(row, outcome or (Outcome.RETRY if again else Outcome.FAILED), failure.error)
         if again:
             delay = failure.retry_in.total_seconds() if failure.retry_in else self._backoff(row)
             self._back_to_pending(row, self.clock() + max(delay, 1.0))
@@ -422,13 +423,14 @@ class MemoryBackend:
         return max(1.0, seconds * (1 + b.jitter * (2 * self._random.random() - 1)))
 
     def _record(self, row: _Row, outcome: str, error: str | None) -> None:
+        """``outcome``: an Outcome, or the sweep's lease_expired (job_history's words, as plain text)."""
         row.history.append(
             Attempt(
                 row.attempts,
                 row.worker_id,
                 _dt(row.started_at),
                 _dt(self.clock()),
-                outcome,
+                str(outcome),
                 error,
                 timedelta(seconds=self.clock() - (row.started_at or self.clock())),
             )

@@ -16,10 +16,10 @@ from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
-from .handlers import RateLimited
-from .jobs import Claimed
-from .worker.backends import Backend
-from .worker.progress import Reported, progress_json
+from ..jobs import Claimed
+from ..retries import RateLimited
+from .backends import Backend
+from .progress import Reported, progress_json
 
 T = TypeVar("T")
 log = logging.getLogger("jobkit.job")

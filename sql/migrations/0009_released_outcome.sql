@@ -1,12 +1,12 @@
 -- jobkit 0009: a job handed back by a stopping worker is recorded as 'released', no longer as
 -- 'snoozed': the dashboard's rate-limit page counted those releases as rate-limit snoozes (of
--- types with no rate limit). Past releases are relabelled; the check is swapped live-safely
--- (added NOT VALID, then validated under a lock that lets writers go on).
+-- types with no rate limit). Past releases are relabelled; the check is swapped live-safely: added
+-- NOT VALID here, validated by deploy after the migrations in a transaction of its own (SHARE UPDATE
+-- EXCLUSIVE: attempts go on being recorded while job_attempts is checked).
 alter table {{ s }}.job_attempts drop constraint job_attempts_outcome_check;
 alter table {{ s }}.job_attempts add constraint job_attempts_outcome_check
     check (outcome in ('completed', 'retry', 'failed', 'snoozed', 'released', 'lease_expired', 'cancelled'))
     not valid;
-alter table {{ s }}.job_attempts validate constraint job_attempts_outcome_check;
 update {{ s }}.job_attempts set outcome = 'released'
 where outcome = 'snoozed' and error = 'released by a stopping worker';
 

@@ -106,9 +106,14 @@ create index concurrently if not exists jobs_payload_idx on {{ s }}.jobs using g
 -- name: payload_index_drop
 drop index concurrently if exists {{ s }}.jobs_payload_idx
 
--- name: bridge_unvalidated
--- Check constraints the upgrade bridge added NOT VALID and has not validated yet (sql/bridge/).
-select pg_catalog.count(*) as n from pg_catalog.pg_constraint c
-where c.conrelid operator(pg_catalog.=) pg_catalog.to_regclass(%(table)s)
-  and not c.convalidated
-  and c.conname operator(pg_catalog.=) any (array['jobs_handler_max_attempts_check', 'jobs_round_start_check'])
+-- name: unvalidated_constraints
+-- Constraints of jobkit's tables added NOT VALID and not validated yet: migrations add them so
+-- (ACCESS EXCLUSIVE only for the catalog change) and deploy validates each after the migrations, in
+-- a transaction of its own (SHARE UPDATE EXCLUSIVE: the table stays readable and writable while its
+-- rows are checked). Also those an interrupted deploy left behind.
+select c.conrelid::pg_catalog.regclass::pg_catalog.text as table_name, r.relname as "table", c.conname as name
+from pg_catalog.pg_constraint c
+join pg_catalog.pg_class r on r.oid operator(pg_catalog.=) c.conrelid
+join pg_catalog.pg_namespace n on n.oid operator(pg_catalog.=) r.relnamespace
+where n.nspname operator(pg_catalog.=) %(schema)s and not c.convalidated
+order by r.relname, c.conname

@@ -24,7 +24,7 @@ from .migrations import (
     milliseconds,
     plan,
     rows,
-    validate_bridge,
+    validate_constraints,
 )
 from .render import Migration, render_api, render_migrations, render_unit, render_user_api
 
@@ -97,7 +97,7 @@ def deploy(
                 report.notices += apply(session, settings, migration, lock_timeout=options.lock_timeout)
                 report.applied.append(_label(migration))
                 report.head = migration.version
-            validate_bridge(session, settings, lock_timeout=options.lock_timeout)
+            validate_constraints(session, settings, lock_timeout=options.lock_timeout)
             _compare_data(db, session, settings, options, report, apply=True)
     return report
 

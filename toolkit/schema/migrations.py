@@ -139,24 +139,29 @@ def apply_bridge(session: Session, settings: Settings, layout: presquash.Layout,
         raise DeployError(f"{label} failed and was rolled back: {exc.message}",
                           hint=_deploy_hint(exc, lock_timeout)) from exc
     notices = [n for n in session.notices if n.startswith("jobkit:")]
-    validate_bridge(session, settings, lock_timeout=lock_timeout)
+    validate_constraints(session, settings, lock_timeout=lock_timeout)
     return notices
 
 
-def validate_bridge(session: Session, settings: Settings, *, lock_timeout: timedelta) -> None:
-    """Validate the constraints a bridge added NOT VALID (also those an interrupted deploy left)."""
+def validate_constraints(session: Session, settings: Settings, *, lock_timeout: timedelta) -> list[str]:
+    """Validate every constraint of jobkit's tables that a migration (or the upgrade bridge) added
+    NOT VALID, each in a transaction of its own: VALIDATE takes SHARE UPDATE EXCLUSIVE, so enqueues,
+    claims and completions go on while the rows are checked. Returns the constraints validated."""
     q = queries(settings.schema)
-    if not session.scalar(q["bridge_unvalidated"], {"table": f"{settings.schema}.jobs"}):
-        return
-    try:
-        with session.transaction():
-            session.execute(q["set_local_lock_timeout"], {"timeout": milliseconds(lock_timeout)})
-            session.script(render_bridge(settings, "validate"))
-    except DatabaseError as exc:
-        raise DeployError(
-            f"validating the constraints the upgrade bridge added failed: {exc.message}",
-            hint="the upgrade itself is committed; run `jobkit deploy` again to validate them",
-        ) from exc
+    done: list[str] = []
+    for row in session.all(q["unvalidated_constraints"], {"schema": settings.schema}):
+        try:
+            with session.transaction():
+                session.execute(q["set_local_lock_timeout"], {"timeout": milliseconds(lock_timeout)})
+                session.execute_with_identifiers("alter table {schema}.{table} validate constraint {name}",
+                                                 schema=settings.schema, table=row["table"], name=row["name"])
+        except DatabaseError as exc:
+            raise DeployError(
+                f"validating constraint {row['name']} of {row['table_name']} failed: {exc.message}",
+                hint="the migrations themselves are committed; run `jobkit deploy` again to validate it",
+            ) from exc
+        done.append(row["name"])
+    return done
 
 
 def _deploy_hint(exc: DatabaseError, lock_timeout: timedelta) -> str:

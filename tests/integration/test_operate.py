@@ -77,7 +77,7 @@ def dashboard(twin: str) -> Iterator[TestClient]:
     board.close()
 
 
-def _dashboard_action(client: TestClient, url: str, **form: Any) -> dict[str, Any]:
+def _dashboard_action(client: TestClient, url: str, **form: Any) -> int:
     page = client.get("/jobs", headers=HTML)
     token = re.search(r'name="csrf-token" content="([^"]+)"', page.text)
     assert token
@@ -92,7 +92,7 @@ def _dashboard_action(client: TestClient, url: str, **form: Any) -> dict[str, An
         with Database(url).session() as s:
             row = s.one("select finished_at from jobkit.audit_log where id = %s", (audit_id,))
         if row and row["finished_at"] is not None:
-            return row
+            return audit_id
         assert time.monotonic() < deadline, f"action {audit_id} did not finish"
         time.sleep(0.05)
 
@@ -118,7 +118,7 @@ def test_cli_and_dashboard_make_the_same_changes_and_audit_rows(db_url: str, twi
     _fill(db_url)
     _fill(twin)
     cli_run = _jobkit(db_url, "jobs", "retry", "--type", "mail", "--as", "alice", "--yes")
-    _dashboard_action(dashboard, twin, verb="retry", scope="filter", type="mail")
+    audit_id = _dashboard_action(dashboard, twin, verb="retry", scope="filter", type="mail")
     assert cli_run.exit_code == 1  # one job was left alone, and the CLI says so
     assert "retrying 6 job(s)" in cli_run.output
     assert f"skipped 1: 1 {operate.KEY_HELD}" in cli_run.output
@@ -130,6 +130,9 @@ def test_cli_and_dashboard_make_the_same_changes_and_audit_rows(db_url: str, twi
         "action": "retry", "target": {"filter": {"type": "mail"}}, "matched": 7, "affected": 6,
         "skipped": {operate.KEY_HELD: 1}, "error": None, "finished": True}]
     assert by_cli[0]["actor"] == "alice@cli" and by_dashboard[0]["actor"].startswith("local@")
+    shown = dashboard.get(f"/actions/{audit_id}/progress", headers=HTML).text
+    assert f"left alone: 1 {operate.KEY_HELD}" in shown
+    assert f"1 {operate.KEY_HELD}" in dashboard.get("/actions", headers=HTML).text
 
 
 def test_cli_and_dashboard_cancel_and_delete_by_ids_alike(db_url: str, twin: str,

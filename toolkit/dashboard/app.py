@@ -283,6 +283,7 @@ class Dashboard:
             rows = data.audit_recent(s, self.schema)
         for row in rows:
             row["target_text"] = actions.describe(row["target"])
+            row["skipped_text"] = actions.describe_skipped(row.get("skipped"))
         return self.render(call, "audit.html", rows=rows)
 
     def schedules(self, call: Call) -> Response:

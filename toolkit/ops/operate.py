@@ -156,9 +156,17 @@ def run(sessions: Sessions, schema: str, audit_id: int, op: Operation, *, batch:
         result.error = exc.message
     except Exception as exc:  # noqa: BLE001 - recorded on the audit row and the result
         result.error = f"{type(exc).__name__}: {exc}"
-    with sessions.session() as session:
-        session.execute(queries(schema)["dash_audit_finish"], {"id": audit_id, "error": result.error})
+    except KeyboardInterrupt:  # Ctrl-C in the CLI: the audit row still says how far it got
+        result.error = "interrupted"
+        _finish(sessions, schema, result)
+        raise
+    _finish(sessions, schema, result)
     return result
+
+
+def _finish(sessions: Sessions, schema: str, result: Result) -> None:
+    with sessions.session() as session:
+        session.execute(queries(schema)["dash_audit_finish"], {"id": result.audit_id, "error": result.error})
 
 
 def _one_batch(session: Session, schema: str, op: Operation, ids: list[UUID], result: Result) -> None:

@@ -159,6 +159,19 @@ def test_cli_and_dashboard_cancel_and_delete_by_ids_alike(db_url: str, twin: str
     assert [r["target"] for r in rows] == [{"ids": ["gone", 7, 0]}, {"ids": ["gone", "gone"]}]
 
 
+def test_the_clis_bulk_retry_is_audited_in_batches(db_url: str) -> None:
+    """The Found item with the options the CLI had before: `jobs retry --dead` retried one id at a
+    time and wrote no audit row; now one row per action, its counts and its filter."""
+    _fill(db_url)
+    result = _jobkit(db_url, "jobs", "retry", "--dead", "--yes")
+    assert result.exit_code == 1 and "retrying 6 job(s)" in result.output
+    rows = _audit(db_url)
+    assert len(rows) == 1 and rows[0]["actor"].endswith("@cli")
+    assert _without_actor(rows) == [{
+        "action": "retry", "target": {"filter": {"status": "dead"}}, "matched": 7, "affected": 6,
+        "skipped": {operate.KEY_HELD: 1}, "error": None, "finished": True}]
+
+
 def test_pause_from_the_cli_is_audited_as_from_the_dashboard(db_url: str, twin: str,
                                                             dashboard: TestClient) -> None:
     for url in (db_url, twin):

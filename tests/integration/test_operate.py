@@ -281,6 +281,8 @@ def _ids(url: str) -> dict[int, UUID]:
     (("jobs", "retry", "not-a-uuid"), "error: 'not-a-uuid' is not a job id"),
     (("jobs", "retry", str(UUID(int=1)), "--type", "mail"), "error: job ids and a filter given"),
     (("jobs", "retry", "--dead", "--status", "failed"), "Error: --dead is --status dead"),
+    (("jobs", "retry", "--type", "mail", "--as", "x" * 1100, "--yes"), "error: who acts must be 1 to 1000"),
+    (("jobs", "retry", "--type", "mail", "--as", "a\x00b", "--yes"), "error: who acts must be 1 to 1000"),
     (("jobs", "retry", "--type", "mail", "--as", " ", "--yes"), None),  # blank --as: the OS user
 ])
 def test_bad_input_is_one_line_and_changes_nothing(db_url: str, args: tuple[str, ...],

@@ -28,6 +28,7 @@ from .selection import ACTION_STATES, JobFilter
 
 BATCH = 500
 MAX_IDS = 1000  # ids in one selection; more means act on a filter
+MAX_ACTOR = 1000  # characters of the audit log's actor
 MAX_LISTED = 100  # skipped jobs a result names one by one (all are counted)
 VERBS = tuple(ACTION_STATES)
 _FUNCTIONS = {"retry": "dash_retry_jobs", "cancel": "dash_cancel_jobs", "delete": "dash_delete_jobs"}
@@ -87,6 +88,13 @@ def _check_ids(ids: tuple[UUID, ...], flt: JobFilter) -> None:
         raise ConfigError("job ids and a filter given", hint="give either job ids or a filter")
 
 
+def check_actor(actor: str) -> None:
+    """Who acts, as the audit log records it: 1 to MAX_ACTOR characters of text."""
+    if not actor.strip() or len(actor) > MAX_ACTOR or "\x00" in actor:
+        raise ConfigError(f"who acts must be 1 to {MAX_ACTOR} characters of text, got {actor[:40]!r}",
+                          hint="name who acts (the CLI's --as)")
+
+
 @dataclass
 class Result:
     """What an action did so far: changed (``done``), left alone (``skipped``, counted by reason,
@@ -126,8 +134,7 @@ def count(session: Session, schema: str, op: Operation) -> int:
 
 def start(session: Session, schema: str, op: Operation, actor: str, matched: int) -> int:
     """Write the audit row (who, what, which jobs, the count confirmed); returns its id."""
-    if not actor.strip():
-        raise ConfigError("no actor for the audit log", hint="name who acts (the CLI's --as)")
+    check_actor(actor)
     return int(session.scalar(queries(schema)["dash_audit_start"], {
         "actor": actor, "action": op.verb, "target": json_param(op.target()), "matched": matched}))
 
@@ -227,8 +234,7 @@ def set_paused(sessions: Sessions, schema: str, job_type: str, key: str | None, 
     """Pause (or resume) ``job_type`` or one key of it, and write the audit row in the same
     transaction; False when it was so already (audited with 0 changed)."""
     pauses.check(job_type, key)
-    if not actor.strip():
-        raise ConfigError("no actor for the audit log", hint="name who acts (the CLI's --as)")
+    check_actor(actor)
     q = queries(schema)
     with sessions.session() as s, s.transaction():
         changed = bool(s.scalar(q["pause_type" if paused else "resume_type"], {"type": job_type, "key": key}))

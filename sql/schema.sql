@@ -257,7 +257,8 @@ create table {{ s }}.audit_log (
     matched     bigint,          -- the count the operator confirmed
     affected    bigint not null default 0,  -- rows the action changed so far
     finished_at timestamptz,
-    error       text
+    error       text,
+    skipped     jsonb not null default '{}'::jsonb  -- 0013: jobs left alone so far, counted by reason
 );
 create index audit_log_at_idx on {{ s }}.audit_log (at);
 

@@ -5,11 +5,13 @@
 -- null parameter means "no filter" (the dashboard's connections never prepare statements, so each
 -- query is planned with its values and drops the unused conditions).
 
-{#- The jobs filter (toolkit/dashboard/filters.py): one definition for the page, the count and the
-    batches of an action, so "every job matching the filter" means the same in all three. #}
+{#- The jobs filter (toolkit/ops/selection.py): one definition for the page, the count and the
+    batches of an action (toolkit/ops/operate.py, from the dashboard or the CLI), so "every job
+    matching the filter" means the same in all of them. #}
 {% macro job_filter() -%}
 and (%(type)s::pg_catalog.text is null or type operator(pg_catalog.=) %(type)s)
   and (%(status)s::pg_catalog.text is null or status operator(pg_catalog.=) %(status)s)
+  and (%(key)s::pg_catalog.text is null or concurrency_key operator(pg_catalog.=) %(key)s)
   and (%(since)s::pg_catalog.timestamptz is null or created_at operator(pg_catalog.>=) %(since)s)
   and (%(until)s::pg_catalog.timestamptz is null or created_at operator(pg_catalog.<) %(until)s)
   and (%(worker)s::pg_catalog.text is null or worker_id operator(pg_catalog.=) %(worker)s)
@@ -171,8 +173,18 @@ order by 1
 insert into {{ s }}.audit_log (actor, action, target, matched)
 values (%(actor)s, %(action)s, %(target)s, %(matched)s) returning id
 
+-- name: ops_lock_batch
+-- The jobs of one batch of an operator action (toolkit/ops/operate.py), locked for its
+-- transaction, so what each is found to be stays so until the batch commits.
+select id, status from {{ s }}.jobs where id operator(pg_catalog.=) any(%(ids)s)
+order by id for update
+
+-- name: ops_statuses
+select id, status from {{ s }}.jobs where id operator(pg_catalog.=) any(%(ids)s)
+
 -- name: dash_audit_progress
-update {{ s }}.audit_log set affected = affected operator(pg_catalog.+) %(n)s
+-- An action's running totals after each batch: changed, and left alone by reason.
+update {{ s }}.audit_log set affected = affected operator(pg_catalog.+) %(n)s, skipped = %(skipped)s
 where id operator(pg_catalog.=) %(id)s
 
 -- name: dash_audit_finish
@@ -180,11 +192,11 @@ update {{ s }}.audit_log set finished_at = pg_catalog.now(),
     error = %(error)s where id operator(pg_catalog.=) %(id)s
 
 -- name: dash_audit_get
-select id, at, actor, action, target, matched, affected, finished_at, error
+select id, at, actor, action, target, matched, affected, skipped, finished_at, error
 from {{ s }}.audit_log where id operator(pg_catalog.=) %(id)s
 
 -- name: dash_audit_recent
-select id, at, actor, action, target, matched, affected, finished_at, error
+select id, at, actor, action, target, matched, affected, skipped, finished_at, error
 from {{ s }}.audit_log order by at desc limit %(limit)s
 
 -- name: dash_cron_launcher

@@ -94,12 +94,6 @@ left join {{ s }}.job_types t on t.type operator(pg_catalog.=) j.type
 left join {{ s }}.job_types d on d.type operator(pg_catalog.=) '*'
 where j.id operator(pg_catalog.=) %(id)s
 
--- name: jobs_ids
-select id from {{ s }}.jobs
-where status operator(pg_catalog.=) %(status)s
-    and (%(type)s::pg_catalog.text is null or type operator(pg_catalog.=) %(type)s)
-order by created_at
-
 -- name: jobs_purge_batch
 with victims as (
     select id from {{ s }}.jobs

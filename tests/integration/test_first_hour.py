@@ -77,7 +77,7 @@ def test_retry_dead_goes_on_past_a_conflict_and_reports_it(db_url: str, manager:
     result = _jobkit(db_url, "jobs", "retry", "--dead", "--yes")
     assert result.exit_code == 1, result.output
     assert "retrying 1 job(s)" in result.output and f"not retried: {old}:" in result.output
-    assert "1 dead job(s) could not be retried" in result.output
+    assert "1 job(s) could not be retried" in result.output
     statuses = {r["id"]: r["status"] for r in session.all("select id, status from jobkit.jobs")}
     assert statuses == {old: "dead", plain: "pending", newer: "pending"}
 

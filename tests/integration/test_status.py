@@ -68,7 +68,8 @@ def test_jobs_bad_input(db_url: str) -> None:
     assert "unknown status" in runner.invoke(cli, ["jobs", "list", "--status", "nope", *base]).output
     assert "cannot purge pending" in runner.invoke(
         cli, ["jobs", "purge", "--status", "pending", "--older-than", "1d", "--yes", *base]).output
-    assert runner.invoke(cli, ["jobs", "retry", *base]).exit_code == 2
+    everything = runner.invoke(cli, ["jobs", "retry", *base])  # no ids, no filter: needs --all
+    assert everything.exit_code == 1 and "or --all to mean every job" in everything.output
     assert "no job" in runner.invoke(cli, ["jobs", "show", "00000000-0000-0000-0000-000000000000", *base]).output
 
 

@@ -1,4 +1,4 @@
-"""`jobkit jobs`: list, show, retry, cancel, purge."""
+"""`jobkit jobs`: list, show, retry, cancel, delete, purge."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from rich.progress import Progress
 from rich.table import Table
 
 from ..durations import parse_duration
-from ..exceptions import InvalidState
 from ..ops import admin as jobsadmin
 from .common import State, console, db_url_option, pass_state, timestamp
+from .operate import act, selection_options
 
 
 @click.group()
@@ -103,60 +103,56 @@ def show(state: State, job_id: str, as_json: bool, db_url: str | None) -> None:
 
 
 @jobs.command()
-@click.argument("job_id", required=False)
-@click.option("--dead", is_flag=True, help="Retry every dead job (of --type).")
-@click.option("--type", "job_type", help="With --dead: only this type.")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-@db_url_option
+@selection_options
+@click.option("--dead", is_flag=True, help="Every dead job (the same as --status dead).")
 @pass_state
-def retry(
-    state: State, job_id: str | None, dead: bool, job_type: str | None, yes: bool, db_url: str | None
-) -> None:
-    """Run a failed, dead or cancelled job again now (fresh attempts).
+def retry(state: State, /, dead: bool, **values: Any) -> None:
+    """Run failed, dead or cancelled jobs again now (fresh attempts): by id or filter, audited.
+
+    Batches of --batch jobs, one transaction each, recorded in the audit log as the dashboard's
+    actions are; an empty filter needs --all.
 
     \b
     Examples:
       jobkit jobs retry 3f0c5b0e-...
       jobkit jobs retry --dead --type send_email
+      jobkit jobs retry --status failed --payload '{"tenant": 42}' --as alice
     """
-    if (job_id is None) == (not dead):
-        raise click.UsageError("give a job id, or --dead")
-    app = state.app(db_url)
-    if job_id is not None:
-        jobsadmin.retry_one(app.db, app.settings, jobsadmin.parse_id(job_id))
-        click.echo(f"retrying {job_id}")
-        return
-    ids = jobsadmin.dead_ids(app.db, app.settings, job_type)
-    if not ids:
-        click.echo("no dead jobs")
-        return
-    if not yes:
-        click.confirm(f"retry {len(ids)} dead job(s)?", abort=True)
-    with Progress(console=console(err=True), transient=True) as bar:
-        task = bar.add_task("retrying", total=len(ids))
-        report = jobsadmin.retry_many(app.db, app.settings, ids, lambda n: bar.advance(task, n))
-    click.echo(f"retrying {report.retried} job(s)")
-    if report.refused:
-        for refused, why in report.refused.items():
-            click.echo(f"not retried: {refused}: {why}", err=True)
-        raise InvalidState(f"{len(report.refused)} dead job(s) could not be retried (listed above)",
-                           hint="an idempotency key now used by a newer job: cancel or purge the old one")
+    if dead:
+        if values["status"] not in (None, "dead"):
+            raise click.UsageError("--dead is --status dead: give one of them")
+        values["status"] = "dead"
+    act(state, "retry", values)
 
 
 @jobs.command()
-@click.argument("job_id")
-@db_url_option
+@selection_options
 @pass_state
-def cancel(state: State, job_id: str, db_url: str | None) -> None:
-    """Cancel a pending or processing job.
+def cancel(state: State, /, **values: Any) -> None:
+    """Cancel pending or processing jobs: by id or filter, audited.
 
     \b
-    Example:
+    Examples:
       jobkit jobs cancel 3f0c5b0e-...
+      jobkit jobs cancel --type report --key tenant:42 --status pending
     """
-    app = state.app(db_url)
-    jobsadmin.cancel(app.db, app.settings, jobsadmin.parse_id(job_id))
-    click.echo(f"cancelled {job_id}")
+    act(state, "cancel", values)
+
+
+@jobs.command()
+@selection_options
+@pass_state
+def delete(state: State, /, **values: Any) -> None:
+    """Delete jobs (not processing ones) with their history: by id or filter, audited.
+
+    To delete old finished jobs routinely, see `jobkit jobs purge`.
+
+    \b
+    Examples:
+      jobkit jobs delete 3f0c5b0e-... --yes
+      jobkit jobs delete --type typo_type --status pending
+    """
+    act(state, "delete", values)
 
 
 @jobs.command()

@@ -35,7 +35,7 @@ from ..cron.pg_cron import CronJobs
 from ..durations import format_time
 from ..exceptions import ConfigError, ConnectionFailed, JobkitError, NotFound
 from ..logthrottle import throttled
-from ..ops import pauses
+from ..ops import operate
 from ..ops.admin import tries
 from ..queries import queries
 from . import actions, data
@@ -283,6 +283,7 @@ class Dashboard:
             rows = data.audit_recent(s, self.schema)
         for row in rows:
             row["target_text"] = actions.describe(row["target"])
+            row["skipped_text"] = actions.describe_skipped(row.get("skipped"))
         return self.render(call, "audit.html", rows=rows)
 
     def schedules(self, call: Call) -> Response:
@@ -307,11 +308,7 @@ class Dashboard:
     def type_active(self, call: Call) -> Response:
         """Pause or resume a job type (or one key of it) in every worker, audited."""
         job_type, key, active = call.arg("type"), call.arg("key") or None, call.arg("active") == "true"
-        changed = (pauses.resume if active else pauses.pause)(self.db, self.settings, job_type, key)
-        with self.pool.session() as s:
-            s.execute(queries(self.schema)["dash_audit_pause"], {
-                "actor": self._actor(call), "action": "resume_type" if active else "pause_type",
-                "type": job_type, "key": key, "changed": int(changed)})
+        operate.set_paused(self.pool, self.schema, job_type, key, paused=not active, actor=self._actor(call))
         return RedirectResponse(f"{_base(call.request)}/", status_code=303)
 
     def ratelimits(self, call: Call) -> Response:
@@ -347,7 +344,9 @@ class Dashboard:
     def _action(self, call: Call) -> actions.Action:
         verb = call.arg("verb")
         if call.arg("scope") == "filter":
-            return actions.Action(verb, None, JobFilter.parse(call.values()))
+            # "act on every job matching the filter" is the page's explicit choice; with no filter
+            # the confirmation page says "no filter (all jobs)" and its count before anything runs
+            return actions.Action(verb, None, JobFilter.parse(call.values()), everything=True)
         return actions.Action(verb, tuple(parse_ids(call.form.get("ids", []))))
 
     def _progress(self, call: Call) -> dict[str, Any]:

@@ -1,16 +1,15 @@
-"""`jobkit jobs`: look at jobs, retry, cancel and purge them."""
+"""`jobkit jobs`: look at jobs and purge them (retry, cancel and delete: operate.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
 from ..config import Settings
 from ..connector import Database
-from ..exceptions import ConfigError, DatabaseError, InvalidState, NotFound
+from ..exceptions import ConfigError, NotFound
 from ..jobs import Attempt, Job, Status
 from ..lifecycle import Lifecycle
 from ..queries import queries
@@ -57,55 +56,6 @@ def tries(attempts: int, round_start: int, limit: int) -> str:
     also how many in all, ``1/3 (4 in all)``."""
     text = f"{attempts - round_start}/{limit}"
     return f"{text} ({attempts} in all)" if round_start else text
-
-
-def retry_one(db: Database, settings: Settings, job_id: UUID) -> None:
-    _change(db, settings, job_id, Lifecycle.retry, "only failed, dead or cancelled jobs retry")
-
-
-def dead_ids(db: Database, settings: Settings, job_type: str | None) -> list[UUID]:
-    with db.session() as s:
-        rows = s.all(queries(settings.schema)["jobs_ids"], {"status": "dead", "type": job_type})
-    return [r["id"] for r in rows]
-
-
-@dataclass
-class RetryReport:
-    """What `jobs retry --dead` did: how many went back to pending, and which could not (with why)."""
-
-    retried: int = 0
-    refused: dict[UUID, str] = field(default_factory=dict)
-
-
-def retry_many(db: Database, settings: Settings, ids: Iterable[UUID],
-               progress: Callable[[int], None]) -> RetryReport:
-    """Retry each job; one that cannot go back (its idempotency key now belongs to a newer job)
-    is reported and the rest still retry."""
-    report = RetryReport()
-    with db.session() as s:
-        manager = Lifecycle(s, settings.schema)
-        for job_id in ids:
-            try:
-                report.retried += manager.retry(job_id)
-            except DatabaseError as exc:
-                report.refused[job_id] = exc.message
-            progress(1)
-    return report
-
-
-def cancel(db: Database, settings: Settings, job_id: UUID) -> None:
-    _change(db, settings, job_id, Lifecycle.cancel, "only pending or processing jobs cancel")
-
-
-def _change(db: Database, settings: Settings, job_id: UUID, act: Callable[[Lifecycle, UUID], bool],
-            allowed: str) -> None:
-    """Apply ``act`` to an existing job; InvalidState (naming its status) when its state refuses."""
-    with db.session() as s:
-        manager = Lifecycle(s, settings.schema)
-        job = _existing(manager, job_id)
-        if not act(manager, job_id):
-            raise InvalidState(f"job {job_id} is {job.status.value}: {allowed}",
-                               hint="see `jobkit jobs show ID`")
 
 
 def purge_count(

@@ -40,9 +40,14 @@ def list_pauses(db: Database, settings: Settings) -> list[Pause]:
     return [Pause(r["type"], r["key"], r["paused_at"]) for r in rows]
 
 
-def _change(db: Database, settings: Settings, query: str, job_type: str, key: str | None) -> bool:
+def check(job_type: str, key: str | None) -> None:
+    """A pause's target is a valid type name and, if given, a key of 1 to 1000 characters."""
     type_name(job_type)
     if key is not None and not 1 <= len(key) <= 1000:
         raise ConfigError(f"--key must be 1 to 1000 characters, got {len(key)}")
+
+
+def _change(db: Database, settings: Settings, query: str, job_type: str, key: str | None) -> bool:
+    check(job_type, key)
     with db.session() as s:
         return bool(s.scalar(queries(settings.schema)[query], {"type": job_type, "key": key}))

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- dashboard:start -->", "<!-- dashboard:end -->"
 RUNS = 7
 NO_FILTER = {"type": None, "status": None, "since": None, "until": None, "worker": None, "error": None,
-             "payload": None}
+             "payload": None, "key": None}
 
 # The rows, made in the database: i decides the state (per mille), the type and the payload.
 FILL = """

@@ -37,21 +37,6 @@ def wired(db_url: str, net: PgNetStandIn, server: Server) -> str:
     return db_url
 
 
-@pytest.fixture
-def workers(db_url: str) -> Iterator[Callable[..., Worker]]:
-    started: list[Worker] = []
-
-    def start(*args: str) -> Worker:
-        started.append(Worker(db_url, *args))
-        return started[-1]
-
-    yield start
-    for w in started:
-        if w.proc.poll() is None:
-            w.proc.kill()
-            w.proc.communicate(timeout=10)
-
-
 def _sent(session: Session, job_type: str) -> int:
     return int(session.scalar("select count(*) from jobkit.wakeups where type = %s", (job_type,)))
 

@@ -4,7 +4,7 @@ and through NOTIFY; kill -9 mid-batch; SIGTERM mid-drain; two processes under on
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -19,21 +19,6 @@ from jobkit.worker.signing import signed_headers
 from poll import wait_for
 from standins import PgNetStandIn
 from workers import SECRET, Worker
-
-
-@pytest.fixture
-def workers(db_url: str) -> Iterator[Callable[..., Worker]]:
-    started: list[Worker] = []
-
-    def start(*args: str) -> Worker:
-        started.append(Worker(db_url, *args))
-        return started[-1]
-
-    yield start
-    for w in started:
-        if w.proc.poll() is None:
-            w.proc.kill()
-            w.proc.communicate(timeout=10)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_what_job_history_records_of_a_worker_attempt_is_an_outcome() -> None:
     """job_attempts.outcome's check lists what the database records; all but the sweep's
     lease_expired are outcomes a worker's attempt reaches, spelled the same."""
-    schema = (ROOT / "sql" / "schema.sql").read_text()
+    schema = (ROOT / "sql" / "schema" / "tables.sql").read_text()
     check = re.search(r"outcome\s+text not null\s+check \(outcome in \(([^)]*)\)", schema)
     assert check is not None
     recorded = set(re.findall(r"'([a-z_]+)'", check.group(1)))

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobkit.jobs import NewJob
+from jobkit.worker.attempt import Interrupt
 from jobkit.worker.backends.memory import MemoryBackend
 from jobkit.worker.tending import Tending
 
@@ -21,7 +22,7 @@ class _Job:
     state: str = "running"
     deadline: float = 0.0
     task: asyncio.Task[None] | None = None
-    timed_out: bool = False
+    interrupt: Interrupt | None = None
 
 
 def test_only_running_jobs_past_their_deadline_are_abandoned() -> None:
@@ -34,12 +35,26 @@ def test_only_running_jobs_past_their_deadline_are_abandoned() -> None:
         assert tending.abandon_overdue(now=10.0) == 1
         assert tending.abandon_overdue(now=10.0) == 0  # never twice
         await asyncio.wait([sleepers[0]])  # its cancellation has landed
-        flags = [overdue.timed_out, in_time.timed_out, waiting.timed_out]
+        flags = [j.interrupt is Interrupt.TIMED_OUT for j in (overdue, in_time, waiting)]
         for t in sleepers:
             t.cancel()
         return flags + [sleepers[0].cancelled()]
 
     assert asyncio.run(main()) == [True, False, False, True]
+
+
+def test_a_cancelled_attempt_past_its_deadline_is_abandoned_once_and_stays_cancelled() -> None:
+    """A sync handler that goes on after cancel_job: its runner is cancelled at its timeout, once
+    (the cancellation is pending until the runner acknowledges it), and it stays CANCELLED."""
+    async def main() -> list[object]:
+        sleeper = asyncio.create_task(asyncio.sleep(10))
+        job = _Job(None, timedelta(minutes=1), 0.0, deadline=5.0, task=sleeper, interrupt=Interrupt.CANCELLED)
+        tending = Tending({job}, None, tick=0.1)  # type: ignore[arg-type]
+        counts = [tending.abandon_overdue(now=10.0), tending.abandon_overdue(now=10.0)]
+        await asyncio.wait([sleeper])
+        return [*counts, job.interrupt, sleeper.cancelled()]
+
+    assert asyncio.run(main()) == [1, 0, Interrupt.CANCELLED, True]
 
 
 def test_leases_with_a_third_or_less_left_are_extended() -> None:

@@ -1,6 +1,7 @@
-"""One attempt, typed: where it stands in this worker (Phase), how its handler ended (Returned or
-Raised: ``Ended``) and what became of it (Outcome). Defined here once; the Drainer, the Recorder,
-the drain summaries and the trace spans speak these."""
+"""One attempt, typed: where it stands in this worker (Phase), why jobkit stopped it (Interrupt),
+how its handler ended (Returned or Raised: ``Ended``) and what became of it (Outcome, from the
+first two by ``settle``). Defined here once; the Drainer, tending, the Recorder, the drain summaries
+and the trace spans speak these."""
 
 from __future__ import annotations
 
@@ -41,6 +42,28 @@ class Outcome(StrEnum):
         return self in (Outcome.FAILED, Outcome.UNRECORDED)
 
 
+class Interrupt(StrEnum):
+    """Why jobkit stopped an attempt before its handler ended it (an attempt's ``interrupt``; None:
+    nothing did). An attempt holds one; when two happen, the stronger wins (``stronger``), whatever
+    their order: CANCELLED over TIMED_OUT over SHUTDOWN. cancel_job has already recorded a cancelled
+    attempt, so nothing the worker could record would change the job; a timed-out attempt fails
+    (a retry) rather than being handed back by a stopping worker."""
+
+    SHUTDOWN = "shutdown"  # the worker stops: its job is released (or left to its lease)
+    TIMED_OUT = "timed_out"  # past its handler's timeout: it fails with a TimeoutError
+    CANCELLED = "cancelled"  # cancel_job stopped the job while this worker held it: nothing recorded
+
+
+_STRENGTH = {Interrupt.SHUTDOWN: 1, Interrupt.TIMED_OUT: 2, Interrupt.CANCELLED: 3}
+
+
+def stronger(current: Interrupt | None, new: Interrupt) -> Interrupt:
+    """The interrupt an attempt holds once ``new`` happened to it as well (the rule above)."""
+    if current is None or _STRENGTH[new] > _STRENGTH[current]:
+        return new
+    return current
+
+
 @dataclass(frozen=True, slots=True)
 class Returned:
     """The handler returned: its result as JSON text to store (None: null)."""
@@ -63,3 +86,16 @@ class Raised:
 
 #: How a handler ended its attempt.
 Ended = Returned | Raised
+
+
+def settle(ended: Ended | None, interrupt: Interrupt | None, timeout: float) -> Ended | Outcome:
+    """What becomes of an attempt, from how its handler ended (None: jobkit cancelled its runner
+    first) and why jobkit stopped it: an Ended to record (its statement's answer makes it completed,
+    retry, failed, snoozed, lost or unrecorded), or the Outcome it has without a statement."""
+    if interrupt is Interrupt.CANCELLED:
+        return Outcome.CANCELLED  # cancel_job recorded it: a late result or a timeout is dropped
+    if ended is not None:
+        return ended  # its handler ended by itself (even past its timeout)
+    if interrupt is Interrupt.TIMED_OUT:
+        return Raised(TimeoutError(f"handler timed out after {timeout:g}s; the attempt was abandoned"))
+    return Outcome.RELEASED  # the worker stops: released once its handler has ended (or left to its lease)

@@ -31,7 +31,7 @@ from typing import Any
 from .. import tracing
 from ..exceptions import ConnectionFailed, JobkitError
 from ..jobs import Claimed
-from .attempt import Ended, Outcome, Phase, Raised, Returned
+from .attempt import Ended, Interrupt, Outcome, Phase, Raised, Returned, settle, stronger
 from .backends import Backend
 from .context import JobContext
 from .handler import Handler, Handlers
@@ -311,6 +311,7 @@ class Drainer:
                 if r.state is Phase.RUNNING and r.thread is None and r.task is not None and not r.task.done()]
         for r in late:
             if r.task is not None:
+                r.interrupt = stronger(r.interrupt, Interrupt.SHUTDOWN)
                 r.task.cancel()
         tasks = {r.task for r in late if r.task is not None}
         if tasks:
@@ -338,7 +339,7 @@ class Drainer:
         not recorded (the sweep retries them once their leases expire)."""
         for r in self.abandoned:
             if r.state is Phase.RUNNING and r.task is not None:
-                r.state = Phase.ABANDONED
+                r.state, r.interrupt = Phase.ABANDONED, stronger(r.interrupt, Interrupt.SHUTDOWN)
                 r.task.cancel()
             self._running.discard(r)
         self.abandoned = []
@@ -423,43 +424,37 @@ class Drainer:
         timeout = handler.timeout.total_seconds() if handler else 0.0
         while d.queue and not self._stopping:
             running = d.queue.popleft()
-            if running.cancelled:  # cancelled while it waited for a slot: nothing to run or record
+            if running.interrupt is Interrupt.CANCELLED:  # cancelled while it waited: nothing to run
                 self._dropped(running)
                 continue
             started = loop.time()
             running.task, running.deadline, running.state = me, started + timeout, Phase.RUNNING
-            ended: Ended | None = None  # None: cancel_job stopped it (nothing to record)
+            ended: Ended | None = None  # None: jobkit cancelled this runner (running.interrupt says why)
             try:
                 with tracing.running(running.trace):
                     ended = await self._execute(running, handler)
             except asyncio.CancelledError:
-                if running.cancelled and not running.timed_out and not self._stopping and me is not None:
-                    me.uncancel()  # cancel_job stopped it (see below)
-                elif not running.timed_out or me is None:
+                if settle(None, running.interrupt, timeout) is Outcome.RELEASED:  # the worker stops
                     if running.trace is not None:  # an abandoned job is left to its lease
                         running.trace.settled(Outcome.UNRECORDED if running.state is Phase.ABANDONED
                                               else Outcome.RELEASED)
-                    raise  # shutdown: its job is released now that its handler has ended
-                else:
-                    me.uncancel()
-                    ended = Raised(TimeoutError(
-                        f"handler timed out after {timeout:g}s; the attempt was abandoned"))
+                    raise  # its job is released now that its handler has ended
             except BaseException as exc:  # noqa: BLE001 - a bug of jobkit's: the job still reaches a state
                 log.exception("running job %s failed inside jobkit", running.job.id)
                 ended = Raised(exc)
-            else:
-                if (running.timed_out or running.cancelled) and me is not None and me.cancelling():
-                    me.uncancel()  # the handler swallowed the cancellation and finished anyway
             if running.reported is not None and running.reported.pending:
                 await self._tending.write_progress([running], loop.time())  # its last report
             self.window.observe(loop.time() - started)
             self.observer.ran(running.job.type, loop.time() - started)
-            if running.cancelled or ended is None:  # cancel_job recorded it; a late result is dropped
+            while running.interrupt is not None and me is not None and me.cancelling():
+                me.uncancel()  # jobkit's cancellations, landed or swallowed by the handler (tending.py)
+            verdict = settle(ended, running.interrupt, timeout)
+            if isinstance(verdict, Outcome):  # cancelled: cancel_job recorded it; a late result is dropped
                 self._dropped(running)
                 continue
-            if running.trace is not None and isinstance(ended, Raised) and ended.snooze is None:
-                running.trace.ran(ended.error)
-            self._recorder.record(running, ended)
+            if running.trace is not None and isinstance(verdict, Raised) and verdict.snooze is None:
+                running.trace.ran(verdict.error)
+            self._recorder.record(running, verdict)
 
     async def _execute(self, running: Running, handler: Handler | None) -> Ended:
         """The handler's result as JSON text, or the exception that ended the attempt."""

@@ -25,7 +25,7 @@ from ..exceptions import ConnectionFailed, DatabaseError
 from ..jobs import Claimed, Failure
 from ..retries import Permanent, RateLimited
 from ..tracing import JobSpan
-from .attempt import Ended, Outcome, Phase, Returned
+from .attempt import Ended, Interrupt, Outcome, Phase, Returned
 from .backends import Backend
 from .groupcommit import GroupCommit
 from .handler import UNKNOWN_LEASE, Handler
@@ -50,8 +50,7 @@ class Running:
     state: Phase = Phase.WAITING
     deadline: float = 0.0  # loop time after which the attempt is abandoned
     task: asyncio.Task[None] | None = None  # the runner running it
-    timed_out: bool = False
-    cancelled: bool = False  # cancel_job stopped the job while this worker held it
+    interrupt: Interrupt | None = None  # why jobkit stopped it (tending, shutdown), if it did
     ctx: Any = None  # the handler's JobContext once it runs
     result: str | None = None  # the result's JSON text to store (completed)
     failure: Failure | None = None  # the failure to record (failed or retried)

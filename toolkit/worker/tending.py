@@ -19,7 +19,7 @@ from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
 
-from .attempt import Phase
+from .attempt import Interrupt, Phase, stronger
 from .backends import Backend
 from .progress import FLUSH_EVERY, Reported
 from .supervise import TaskState, supervise
@@ -37,8 +37,7 @@ class Tended(Protocol):
     state: Phase
     deadline: float
     task: asyncio.Task[None] | None
-    timed_out: bool
-    cancelled: bool
+    interrupt: Interrupt | None
     ctx: Any
     drain: Any
     reported: Reported | None
@@ -77,18 +76,21 @@ class Tending:
                 await self.check_cancelled()
 
     def abandon_overdue(self, now: float) -> int:
-        """Cancel the runners of jobs past their deadline; returns how many."""
-        overdue = [r for r in self._running
-                   if r.state == Phase.RUNNING and not r.timed_out and now >= r.deadline and r.task]
+        """Cancel the runners of jobs past their deadline, once each; returns how many. A cancelled
+        job's runner is cancelled here too unless it already was (an async handler's, at once):
+        it stays cancelled (Interrupt), and its sync handler's thread is abandoned."""
+        overdue = [r for r in self._running if r.state == Phase.RUNNING and now >= r.deadline
+                   and r.task is not None and _may_time_out(r)]
         for r in overdue:
-            r.timed_out = True
+            r.interrupt = stronger(r.interrupt, Interrupt.TIMED_OUT)
             if r.task is not None:
                 r.task.cancel()
         return len(overdue)
 
     async def check_cancelled(self) -> int:
         """Find the held jobs that were cancelled; tell their handlers. Returns how many."""
-        held = [r for r in self._running if r.state in (Phase.WAITING, Phase.RUNNING) and not r.cancelled]
+        held = [r for r in self._running if r.state in (Phase.WAITING, Phase.RUNNING)
+                and r.interrupt is not Interrupt.CANCELLED]
         if not held:
             return 0
         try:
@@ -98,12 +100,13 @@ class Tending:
             return 0
         stopped = [r for r in held if lost.get(r.job.id) == "cancelled"]
         for r in stopped:
-            r.cancelled = True
+            handler = r.drain.handler
+            if (r.state == Phase.RUNNING and r.interrupt is None and r.task is not None
+                    and handler is not None and handler.is_async):
+                r.task.cancel()  # a runner already cancelled (timeout, shutdown) is not cancelled twice
+            r.interrupt = stronger(r.interrupt, Interrupt.CANCELLED)
             if r.ctx is not None:
                 r.ctx.cancelled = r.ctx.lost = True
-            handler = r.drain.handler
-            if r.state == Phase.RUNNING and r.task is not None and handler is not None and handler.is_async:
-                r.task.cancel()
         return len(stopped)
 
     async def extend_leases(self, now: float) -> None:
@@ -135,3 +138,13 @@ class Tending:
             return
         for _r, box, version, _item in reports:
             box.written, box.written_at = version, now
+
+
+def _may_time_out(r: Tended) -> bool:
+    """Not timed out yet: nothing stopped it, a shutdown did (a timeout is stronger), or cancel_job
+    did and its runner was not cancelled (a sync handler that goes on: abandoned now, once). A
+    runner acknowledges (uncancels) jobkit's cancellations only when its attempt leaves RUNNING,
+    so ``cancelling()`` says whether one is pending."""
+    if r.interrupt is Interrupt.CANCELLED:
+        return r.task is not None and not r.task.cancelling()
+    return r.interrupt is not Interrupt.TIMED_OUT

@@ -70,6 +70,7 @@ python -m bench --smoke              # tiny N, jobkit only, writes nothing (< 20
 pytest tests/test_bench_smoke.py     # the smoke run as a test (exactly-once only, no timings)
 python -m bench.profile --jobs 20000 --concurrency 16   # where a drain's time goes (pyinstrument)
 python -m bench.notify_cost URL 300 [--listen]          # the completion NOTIFY's cost (0006)
+python -m bench.live_upgrade --rows 1000000            # deploy 0002..head under load: the longest stall
 ```
 """
 

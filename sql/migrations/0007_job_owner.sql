@@ -2,4 +2,7 @@
 -- the per-user API ([user_api] in jobkit.toml, sql/user_api.sql) from the caller's JWT, never by
 -- the caller; null for every other job, so the partial index costs the other jobs nothing.
 alter table {{ s }}.jobs add column owner uuid;
-create index jobs_owner_idx on {{ s }}.jobs (owner, created_at) where owner is not null;
+
+-- jobkit:outside-transaction
+create index concurrently if not exists jobs_owner_idx on {{ s }}.jobs (owner, created_at)
+    where owner is not null;

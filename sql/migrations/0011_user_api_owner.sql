@@ -12,6 +12,7 @@
 -- sql/user_api.sql. Until then its enqueue and cancel are closed (revoked), so that no job is
 -- enqueued or cancelled by a user while its changes are not being mirrored. A deployment whose
 -- jobkit.toml no longer has [user_api] keeps them closed.
+-- Recut by issue 22: the functions, triggers and grants it changed are in sql/functions/ now.
 do $user_api$
 declare
     v_schema text;
@@ -42,44 +43,3 @@ drop trigger if exists jobs_user_forget on {{ s }}.jobs;
 
 alter table {{ s }}.jobs drop column owner;  -- and its index jobs_owner_idx (the per-user API reads by id)
 alter table {{ s }}.jobs add column owner text;
-
--- A key rendered from a type's template for a job of p_owner: {"ref": "owner"} parts are the owner
--- ('' without one). The two-argument form renders them as ''.
-create function {{ s }}._render_key(p_template jsonb, p_payload jsonb, p_owner text) returns text
-language sql immutable set search_path = '' as $$
-    select pg_catalog.string_agg(
-               case pg_catalog.jsonb_typeof(e.part)
-                   when 'string' then e.part #>> '{}'
-                   when 'array' then coalesce(p_payload #>> array(select pg_catalog.jsonb_array_elements_text(e.part)), '')
-                   else coalesce(p_owner, '')
-               end, '' order by e.n)
-    from pg_catalog.jsonb_array_elements(p_template) with ordinality as e(part, n)
-$$;
-
-create or replace function {{ s }}._render_key(p_template jsonb, p_payload jsonb) returns text
-language sql immutable set search_path = '' as $$
-    select pg_catalog.string_agg(
-               case pg_catalog.jsonb_typeof(e.part)
-                   when 'string' then e.part #>> '{}'
-                   when 'array' then coalesce(p_payload #>> array(select pg_catalog.jsonb_array_elements_text(e.part)), '')
-                   else ''
-               end, '' order by e.n)
-    from pg_catalog.jsonb_array_elements(p_template) with ordinality as e(part, n)
-$$;
-
--- A type that becomes fair gives its unfinished jobs their keys, owned jobs with their owner.
-create or replace function {{ s }}.job_types_key_backfill() returns trigger
-language plpgsql set search_path = '' as $$
-begin
-    if new.fair and (tg_op = 'INSERT' or not old.fair) then
-        update {{ s }}.jobs j
-        set concurrency_key = coalesce({{ s }}._render_key(new.key_template, j.payload, j.owner), ''),
-            updated_at = now()
-        where j.type = new.type and j.status in ('pending', 'processing') and j.concurrency_key is null;
-    end if;
-    return null;
-end
-$$;
-
-revoke all on function {{ s }}._render_key(jsonb, jsonb, text) from public;
-{% include "grants.sql" %}

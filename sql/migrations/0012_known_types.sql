@@ -4,18 +4,11 @@
 -- statement per start, nothing on the claim or enqueue paths), and `jobkit enqueue --new-type`
 -- the type it introduces. With jobkit.toml's types and the types of existing jobs, these are the
 -- types the CLI knows: it refuses any other (a typo) with a "did you mean".
+-- Recut by issue 22: the functions, triggers and grants it changed are in sql/functions/ now.
 create table {{ s }}.known_types (
     type    text primary key check (pg_catalog.char_length(type) between 1 and 100),
     seen_at timestamptz not null default now()  -- the last start of a worker serving it
 );
-
-create function {{ s }}.record_types(p_types text[]) returns void
-language sql volatile set search_path = '' as $$
-    insert into {{ s }}.known_types as k (type)
-    select distinct t.type from pg_catalog.unnest(p_types) as t(type) where t.type is not null
-    order by 1
-    on conflict (type) do update set seen_at = pg_catalog.now()
-$$;
 
 -- A job's scheduled_for is before 9999-12-31 UTC. enqueue took any timestamptz as run_at (up to
 -- the year 294276), and `jobkit jobs show` then failed on the job: Python's datetime ends with the
@@ -36,6 +29,3 @@ alter table {{ s }}.jobs add constraint jobs_scheduled_for_year_9999
 -- validated by deploy after the migrations, in a transaction of its own (jobs stay writable)
 
 alter table {{ s }}.known_types enable row level security;
-revoke all on {{ s }}.known_types from public;
-revoke all on function {{ s }}.record_types(text[]) from public;
-{% include "grants.sql" %}

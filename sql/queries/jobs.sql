@@ -1,4 +1,4 @@
--- The job lifecycle, one query per step; each calls jobkit's SQL API (sql/schema.sql).
+-- The job lifecycle, one query per step; each calls jobkit's SQL API (sql/functions/).
 
 -- name: enqueue
 -- run_at wins; else now() + delay (the database's clock, not the client's); else now(). The trace

@@ -46,7 +46,7 @@ from jobkit.ops.localdb import LocalCluster
 from jobkit.queries import queries
 from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.schema.reference import render_reference
-from jobkit.schema.render import environment, ident, render_bootstrap
+from jobkit.schema.render import ident, render_bootstrap, render_function_file
 from jobkit.worker.backends.postgres import PostgresBackend
 from jobkit.worker.drain import Drainer
 from jobkit.worker.endpoint import EndpointOptions, WorkerEndpoint
@@ -680,17 +680,35 @@ def _cron_commands(config: Path, db_url: str, pinned_cron: Session) -> None:
 
 
 def _deploy_migration(db_url: str, config: Path, tmp_path: Path, pinned: Session) -> None:
-    """A deploy that applies a migration (bootstrap, lock timeout, history row, the API schema);
-    then forgotten."""
+    """A deploy that applies a migration (bootstrap, lock timeout, history row, the API schema) and
+    its outside-transaction part (index, backfill); then forgotten."""
     folder = tmp_path / "migrations"
     folder.mkdir()
     (folder / "0099_probe.sql").write_text(
-        "create table {{ s }}.probe (id int);\nalter table {{ s }}.probe enable row level security;\n")
+        "create table {{ s }}.probe (id int);\nalter table {{ s }}.probe enable row level security;\n"
+        "insert into {{ s }}.probe values (null);\n"
+        "-- jobkit:outside-transaction\n"  # run in autocommit after the transaction (outside.py)
+        "create index concurrently if not exists probe_idx on {{ s }}.probe (id);\n"
+        "update {{ s }}.probe set id = 1 where ctid operator(pg_catalog.=) any (array(\n"
+        "    select ctid from {{ s }}.probe where id is null limit %(batch)s));\n")
     settings = load_settings(config, db_url=db_url)
     report = deploy(Database(db_url), settings, DeployOptions(extra_migrations=[folder]), echo=lambda _m: None)
     assert report.applied == ["0099_probe"]
     pinned.execute(f"drop table {ident(SCHEMA)}.probe")
     pinned.execute(f"delete from {ident(SCHEMA)}.schema_migrations where version = '0099'")
+
+
+def _deploy_over_older_functions(db_url: str, config: Path, pinned: Session) -> None:
+    """A deploy over what an older jobkit left: a function whose return type changed (dropped and
+    created anew) and a migration recorded with its pre-recut checksum (recorded anew)."""
+    s = ident(SCHEMA)
+    pinned.execute(f"drop function {s}.sweep_dead()")
+    pinned.execute(f"create function {s}.sweep_dead() returns int language sql as 'select 0'")
+    pinned.execute(f"update {s}.schema_migrations set checksum = 'pre-recut' where version = '0002'")
+    settings = load_settings(config, db_url=db_url)
+    report = deploy(Database(db_url), settings, DeployOptions(), echo=lambda _m: None)
+    assert report.functions_changed == [f"1 changed: function {SCHEMA}.sweep_dead()"]
+    assert pinned.scalar(f"select checksum from {s}.schema_migrations where version = '0002'") != "pre-recut"
 
 
 def _user_api(pinned: Session) -> None:
@@ -766,6 +784,7 @@ def test_planted_objects_never_run(
         ("doctor", lambda: _doctor(config, db_url, pinned)),
         ("doctor table rows", lambda: _table_rows(config, db_url)),
         ("deploy a migration", lambda: _deploy_migration(db_url, config, tmp_path, pinned)),
+        ("deploy over older functions", lambda: _deploy_over_older_functions(db_url, config, pinned)),
         ("cron commands", lambda: _cron_commands(config, db_url, planted.cron)),
         ("dashboard", lambda: _dashboard(db_url, pinned)),
         ("user api", lambda: _user_api(pinned)),
@@ -800,14 +819,14 @@ def _with_session(db_url: str, body: Callable[[Session], None]) -> None:
 
 
 def test_grants_are_immune(planted: Calls, db_url: str) -> None:
-    """The grants block each migration ends with (frozen inside migrations 0001 and 0003) runs as a
-    deploy runs it: after the bootstrap, whose first statement pins search_path for the transaction.
-    Its format() calls name pg_catalog too, so a planted format(text, text, text) does not win."""
+    """The grants block (sql/functions/99_grants.sql) runs as a deploy runs it: after the bootstrap,
+    whose first statement pins search_path for the transaction. Its format() calls name pg_catalog
+    too, so a planted format(text, text, text) does not win."""
     settings = Settings(db_url=db_url)
-    grants = environment().get_template("grants.sql").render(schema=SCHEMA, s=ident(SCHEMA))
+    grants = render_function_file(Settings(schema=SCHEMA), "99_grants.sql")
     with Database(db_url).session() as session:
         session.script(render_bootstrap(settings) + "\n" + grants)  # one implicit transaction
-    planted.collect("grants.sql")
+    planted.collect("99_grants.sql")
     assert planted.steps == {}, f"planted objects ran: {planted.steps}"
 
 

@@ -4,6 +4,7 @@ against a fresh PostgreSQL 15 database that got the migration the way the Supaba
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -12,6 +13,8 @@ import sys
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from jobkit.config import Settings
+from jobkit.schema.render import render_bootstrap
 from versions import HEAD, MIGRATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,6 +22,8 @@ PROJECT = ROOT / "supabase"
 TESTS = PROJECT / "tests"
 JOBKIT_FILE = re.compile(r"^(\d{14})_jobkit_(\d{4})\.sql$")
 USER_API_FILE = re.compile(r"^(\d{14})_jobkit_user_api\.sql$")
+FUNCTIONS_FILE = re.compile(r"^(\d{14})_jobkit_functions\.sql$")
+PRERECUT = ROOT / "tests" / "fixtures" / "prerecut" / "96ca538"
 REGENERATE = (
     "regenerate it: rm supabase/migrations/*_jobkit_*.sql && "
     "jobkit -c supabase/jobkit.toml render --supabase --supabase-dir supabase"
@@ -38,8 +43,16 @@ def _committed() -> Path:
 
 
 def _user_api_file() -> Path:
-    files = [p for p in (PROJECT / "migrations").glob("*.sql") if USER_API_FILE.match(p.name)]
-    assert len(files) == 1, f"supabase/migrations must hold exactly one user API file, found {files}; {REGENERATE}"
+    return _one_file(USER_API_FILE, "user API file")
+
+
+def _functions_file() -> Path:
+    return _one_file(FUNCTIONS_FILE, "sql/functions/ file")
+
+
+def _one_file(pattern: re.Pattern[str], what: str) -> Path:
+    files = [p for p in (PROJECT / "migrations").glob("*.sql") if pattern.match(p.name)]
+    assert len(files) == 1, f"supabase/migrations must hold exactly one {what}, found {files}; {REGENERATE}"
     return files[0]
 
 
@@ -101,9 +114,10 @@ def test_committed_migration_is_what_render_writes_today(tmp_path: Path) -> None
     result = _render(project)
     assert result.returncode == 0, result.stderr
     written = sorted((project / "migrations").glob("*.sql"))
-    assert len(written) == 2 and JOBKIT_FILE.match(written[0].name), written
-    assert USER_API_FILE.match(written[1].name), written
-    assert written[1].read_text(encoding="utf-8") == _user_api_file().read_text(encoding="utf-8"), REGENERATE
+    assert len(written) == 3 and JOBKIT_FILE.match(written[0].name), written
+    assert FUNCTIONS_FILE.match(written[1].name) and USER_API_FILE.match(written[2].name), written
+    assert written[1].read_text(encoding="utf-8") == _functions_file().read_text(encoding="utf-8"), REGENERATE
+    assert written[2].read_text(encoding="utf-8") == _user_api_file().read_text(encoding="utf-8"), REGENERATE
     assert written[0].name.split("_", 1)[1] == committed.name.split("_", 1)[1]
     assert written[0].read_text(encoding="utf-8") == committed.read_text(encoding="utf-8"), (
         f"{committed.relative_to(ROOT)} differs from `jobkit render --supabase` output; {REGENERATE}"
@@ -126,9 +140,38 @@ def test_render_into_the_example_adds_nothing(tmp_path: Path) -> None:
 def test_pgtap_suite_passes_on_the_applied_migration(fresh_db: str) -> None:
     env = _pg_env(fresh_db)
     # Like `supabase db push`: the whole file in one transaction.
-    for migration in (_committed(), _user_api_file()):  # in file-name order, as the CLI applies them
+    for migration in (_committed(), _functions_file(), _user_api_file()):  # in file-name order, as the CLI
         applied = _psql(env, "--single-transaction", "-f", str(migration))
         assert applied.returncode == 0, applied.stderr
+    _prove(env)
+
+
+def test_a_project_from_before_the_recut_gets_only_a_functions_file(tmp_path: Path, fresh_db: str) -> None:
+    """A project whose jobkit migration was rendered before issue 22 (its 0001..0013 carried the
+    functions): rendering into it writes the sql/functions/ file alone, and that file replaces the
+    functions its database has (a changed signature included) with the pgTAP suite passing."""
+    project = tmp_path / "supabase"
+    (project / "migrations").mkdir(parents=True)
+    files = sorted(PRERECUT.glob("*.sql"))
+    checksums = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+    old = "".join(f"-- jobkit-migration: {p.name[:4]} {checksums[p]}\n" for p in files)
+    for path in files:  # as render_script wrote each unit then: bootstrap, migration, history row
+        old += render_bootstrap(Settings()) + path.read_text(encoding="utf-8")
+        old += (f"insert into jobkit.schema_migrations (version, name, checksum) values "
+                f"('{path.name[:4]}', '{path.stem[5:]}', '{checksums[path]}');\n")
+    (project / "migrations" / "20261203000000_jobkit_0013.sql").write_text(old, encoding="utf-8")
+    result = _render(project)
+    assert result.returncode == 0, result.stderr
+    written = sorted(p.name for p in (project / "migrations").glob("*.sql"))
+    assert [bool(FUNCTIONS_FILE.match(n)) for n in written] == [False, True, False], written
+    env = _pg_env(fresh_db)
+    for name in written:
+        applied = _psql(env, "--single-transaction", "-f", str(project / "migrations" / name))
+        assert applied.returncode == 0, applied.stderr
+    _prove(env)
+
+
+def _prove(env: dict[str, str]) -> None:
     # Like `supabase test db`: pgTAP in schema extensions.
     setup = _psql(env, "-c", "create schema if not exists extensions; "
                              "create extension if not exists pgtap with schema extensions;")

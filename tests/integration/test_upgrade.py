@@ -28,11 +28,12 @@ from jobkit.ops.localdb import LocalCluster
 from jobkit.queries import queries
 from jobkit.schema import presquash
 from jobkit.schema.migrations import bridge_sql
-from jobkit.schema.render import render_bootstrap, render_migrations, render_unit
+from jobkit.schema.render import render_bootstrap, render_migrations
 from test_schema_drift import describe
 from versions import HEAD
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "presquash"
+PRERECUT = Path(__file__).parents[1] / "fixtures" / "prerecut" / "96ca538"
 EDE = [f"ede9fd6/{n}.sql" for n in ("0001_core", "0002_wake", "0003_worker", "0004_hot_path")]
 FILES = {  # each bridged layout (by its first commit on main) -> its rendered migrations, in order
     "d02410c": EDE[:3],
@@ -89,10 +90,8 @@ def deploy_presquash(url: str, first: str) -> None:
 
 
 def deploy_baseline(url: str) -> None:
-    """A database at 0001_baseline only (the first release after the squash)."""
-    settings = Settings(db_url=url)
-    with Database(url).session() as s, s.transaction():
-        s.script(render_unit(settings, render_migrations(settings)[0]))
+    """A database at 0001_baseline only (the first release after the squash), as deployed then."""
+    deploy_prerecut(url, through="0001")
 
 
 def fill(url: str, admin: Session) -> dict[str, Any]:
@@ -257,6 +256,49 @@ def test_every_other_bridged_layout_reaches_a_fresh_installs_schema(
     no_drift(fresh_db, fresh_install)
 
 
+def deploy_prerecut(url: str, through: str = "0013") -> None:
+    """Deploy main at 96ca538 as its `jobkit deploy` did: 0001..0013 with their functions, before
+    issue 22 moved the functions to sql/functions/ (rendered for schema jobkit then)."""
+    with Database(url).session() as s:
+        for path in sorted(PRERECUT.glob("*.sql")):
+            if path.name[:4] > through:
+                break
+            version, name = path.stem.split("_", 1)
+            text = path.read_text(encoding="utf-8")
+            with s.transaction():
+                s.script(render_bootstrap(Settings()))
+                s.script(text)
+                s.execute("insert into jobkit.schema_migrations (version, name, checksum) values (%s, %s, %s)",
+                          (version, name, hashlib.sha256(text.encode()).hexdigest()))
+
+
+def test_a_deployment_from_before_the_recut_upgrades_with_a_plain_deploy(
+        fresh_db: str, fresh_install: list[str], config: str, admin: Session) -> None:
+    """Issue 22 rewrote migrations 0001..0013 (their functions moved to sql/functions/): a database
+    that applied the old ones keeps every job, has its history rows recorded with the new
+    checksums, keeps the EXECUTE grants roles of its own held, and is a fresh install's schema."""
+    deploy_prerecut(fresh_db)
+    with Database(fresh_db).session() as s:
+        s.execute("do $$ begin if not exists (select from pg_roles where rolname = 'app_producer') then "
+                  "create role app_producer; end if; end $$")
+        s.execute("grant usage on schema jobkit to app_producer")
+        s.execute("grant execute on function jobkit.enqueue_many to app_producer")
+    before = fill(fresh_db, admin)
+    assert run("-c", config, "deploy", "--check", "--db-url", fresh_db).exit_code == 3
+    result = run("-c", config, "deploy", "--db-url", fresh_db)
+    assert result.exit_code == 0, result.output
+    check_upgraded(fresh_db, before, config, admin)
+    with Database(fresh_db).session() as s:
+        assert s.scalar("select has_function_privilege('app_producer', "
+                        "'jobkit.enqueue_many(text[], jsonb[], int[], timestamptz[], int[], text[], jsonb, text[])', "
+                        "'execute')")
+        s.execute("revoke all on function jobkit.enqueue_many from app_producer")
+        s.execute("revoke all on schema jobkit from app_producer")
+    local = {m.version: m.checksum for m in render_migrations(Settings())}
+    assert {v: c for v, _n, c in _history(fresh_db)} == local
+    no_drift(fresh_db, fresh_install)
+
+
 def _history(url: str) -> list[tuple[str, str, str]]:
     with Database(url).session() as s:
         return [(r["version"], r["name"], r["checksum"])
@@ -320,22 +362,23 @@ def test_unknown_presquash_checksums_are_refused(fresh_db: str, config: str) -> 
 
 
 def test_a_failing_bridge_leaves_the_old_deployment_as_it_was(fresh_db: str, config: str) -> None:
-    """Something in the way (here a function the bridge creates, already there) rolls the whole
+    """Something in the way (here a constraint the bridge adds, already there) rolls the whole
     bridge back: the old history, schema and jobs stay, and the next deploy can try again."""
     deploy_presquash(fresh_db, "ede9fd6")
     with Database(fresh_db).session() as s:
-        s.execute("create function jobkit.attempt_limit(int, int, int) returns int language sql as 'select 1'")
+        s.execute("alter table jobkit.jobs add constraint jobs_handler_max_attempts_check check (true)")
         job = s.scalar("insert into jobkit.jobs (type, payload) values ('email', '{}') returning id")
     result = run("-c", config, "deploy", "--db-url", fresh_db)
     assert result.exit_code == 1
     assert result.output.startswith("error: the upgrade bridge from main at ede9fd6 (2026-12-02 17:46) failed and "
-                                    "was rolled back: function \"attempt_limit\" already exists"), result.output
+                                    "was rolled back: constraint \"jobs_handler_max_attempts_check\" for relation "
+                                    "\"jobs\" already exists"), result.output
     assert _history(fresh_db) == list(_layout("ede9fd6").rows)
     with Database(fresh_db).session() as s:
         assert s.scalar("select count(*) from information_schema.columns where table_schema = 'jobkit' "
                         "and table_name = 'jobs' and column_name = 'round_start'") == 0
         assert s.scalar("select status from jobkit.jobs where id = %s", (job,)) == "pending"
-        s.execute("drop function jobkit.attempt_limit(int, int, int)")
+        s.execute("alter table jobkit.jobs drop constraint jobs_handler_max_attempts_check")
     assert run("-c", config, "deploy", "--db-url", fresh_db).exit_code == 0
     assert _history(fresh_db)[-1][0] == HEAD
 

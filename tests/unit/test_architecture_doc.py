@@ -47,7 +47,7 @@ def test_a_name_removed_from_the_tree_is_reported(tmp_path: Path) -> None:
     (tmp_path / "toolkit").mkdir()
     (tmp_path / "sql").mkdir()
     (tmp_path / "toolkit" / "lifecycle.py").write_text("class Statements:\n    def claim(self) -> None: ...\n")
-    (tmp_path / "sql" / "schema.sql").write_text("create function {{ s }}.claim_jobs() returns int\n")
+    (tmp_path / "sql" / "schema.sql").write_text("create or replace function {{ s }}.claim_jobs() returns int\n")
     names = Names.read(tmp_path)
     assert missing("`lifecycle.Statements`, `Statements.claim`, `claim_jobs`", names) == []
     assert missing("`Statements.complete`, `complete_jobs`", names) == [

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import click
 
 from ..durations import parse_duration
+from ..exceptions import ConfigError
 from ..schema.deploy import DeployOptions, DeployReport, deploy
 from ..schema.render import render_script, write_units
-from ..schema.supabase_cli import write_migration, write_user_api
+from ..schema.supabase_cli import write_functions, write_migration, write_user_api
 from .common import State, db_url_option, pass_state
 
 
@@ -34,6 +36,9 @@ def render(state: State, out_dir: Path | None, supabase: bool, supabase_dir: Pat
     if supabase:
         path = write_migration(settings, supabase_dir)
         click.echo(f"wrote {path}" if path else "no new jobkit migrations: nothing written")
+        functions = write_functions(settings, supabase_dir)
+        if functions:
+            click.echo(f"wrote {functions}")
         user_api = write_user_api(settings, supabase_dir)
         if user_api:
             click.echo(f"wrote {user_api}")
@@ -51,8 +56,13 @@ def render(state: State, out_dir: Path | None, supabase: bool, supabase_dir: Pat
               help="Exit 3 if the database is behind or drifted (the CI pull-request step).")
 @click.option("--lock-wait", default="5m", show_default=True,
               help="How long to queue behind another deploy.")
+@click.option("--lock-timeout", default="500ms", show_default=True,
+              help="How long one statement may wait for a table lock (enqueues and claims queue behind it).")
+@click.option("--lock-attempts", default=10, show_default=True, type=click.IntRange(1, 100),
+              help="Tries of a migration whose lock wait ran out (rolled back each time, pauses doubling).")
 @pass_state
-def deploy_command(state: State, db_url: str | None, dry_run: bool, check: bool, lock_wait: str) -> None:
+def deploy_command(state: State, db_url: str | None, dry_run: bool, check: bool, lock_wait: str,
+                   lock_timeout: str, lock_attempts: int) -> None:
     """Apply jobkit's pending migrations and sync job type settings.
 
     Each migration runs in its own transaction with its history row, under an advisory lock:
@@ -65,9 +75,18 @@ def deploy_command(state: State, db_url: str | None, dry_run: bool, check: bool,
       jobkit deploy --dry-run
     """
     app = state.app(db_url, application_name="jobkit deploy", deployed=False)
-    options = DeployOptions(dry_run=dry_run, check=check, lock_wait=parse_duration(lock_wait))
+    options = DeployOptions(dry_run=dry_run, check=check, lock_wait=parse_duration(lock_wait),
+                            lock_timeout=_lock_timeout(lock_timeout), lock_attempts=lock_attempts)
     report = deploy(app.db, app.settings, options, echo=lambda m: click.echo(m, err=True))
     _print_report(report, app.settings.schema, dry_run=dry_run, check=check)
+
+
+def _lock_timeout(text: str) -> timedelta:
+    value = parse_duration(text, what="--lock-timeout")
+    if value < timedelta(milliseconds=1):
+        raise ConfigError(f"--lock-timeout: {text!r} would let a migration wait for its locks forever",
+                          hint="give a positive duration such as 500ms or 2s")
+    return value
 
 
 def _print_report(report: DeployReport, schema: str, *, dry_run: bool, check: bool) -> None:
@@ -82,6 +101,8 @@ def _print_report(report: DeployReport, schema: str, *, dry_run: bool, check: bo
     elif report.changed:
         for label in report.applied:
             click.echo(f"applied {label}")
+        if report.functions_changed:
+            click.echo(f"applied sql/functions/: {', '.join(report.functions_changed)}")
         if report.types_changed:
             click.echo(f"synced job type settings: {', '.join(report.types_changed)}")
         if report.settings_changed:
@@ -95,6 +116,8 @@ def _print_report(report: DeployReport, schema: str, *, dry_run: bool, check: bo
 
 def _dry_summary(report: DeployReport) -> str:
     parts = [f"would apply {', '.join(report.pending)}"] if report.pending else []
+    if report.functions_changed:
+        parts.append(f"would apply sql/functions/: {', '.join(report.functions_changed)}")
     if report.types_changed:
         parts.append(f"would sync job type settings: {', '.join(report.types_changed)}")
     if report.settings_changed:

@@ -75,6 +75,11 @@ class Session:
         with _translated():
             self._conn.execute(_q(sql), params)
 
+    def execute_count(self, sql: str, params: Params = None) -> int:
+        """Run one statement; return how many rows it touched (a batched backfill's progress)."""
+        with _translated(), self._conn.cursor() as cur:
+            return int(cur.execute(_q(sql), params).rowcount)
+
     def all(self, sql: str, params: Params = None) -> list[Row]:
         with _translated(), self._conn.cursor(row_factory=dict_row) as cur:
             return cur.execute(_q(sql), params).fetchall()
@@ -115,6 +120,16 @@ class Session:
             **{key: pgsql.Identifier(value) for key, value in identifiers.items()})
         with _translated():
             self._conn.execute(query, params)
+
+    def execute_utility(self, template: str, *, identifiers: Mapping[str, tuple[str, ...]],
+                        literals: Mapping[str, str] | None = None) -> None:
+        """Run a utility statement that takes no parameters (COMMENT, DROP ...): ``{name}``
+        placeholders filled by quoted identifiers (a tuple of two is schema-qualified) or literals."""
+        parts: dict[str, pgsql.Composable] = {
+            key: pgsql.Identifier(*value) for key, value in identifiers.items()}
+        parts.update({key: pgsql.Literal(value) for key, value in (literals or {}).items()})
+        with _translated():
+            self._conn.execute(pgsql.SQL(_q(template)).format(**parts))
 
     def listen(self, channel: str) -> None:
         self.execute_with_identifiers("LISTEN {channel}", channel=channel)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -10,23 +11,33 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings
-from ..connector import Database, Session, sqlstate
+from ..connector import Database, Session
 from ..cron import schedules as scheduling
-from ..exceptions import DatabaseError, DeployError, DriftError, PrerequisiteError
+from ..exceptions import DeployError, DriftError, PrerequisiteError
 from ..queries import queries
-from . import presquash, sync
+from . import functions, presquash, sync
+from .locks import Retry
 from .migrations import (
     Plan,
     applied_migrations,
     apply,
     apply_bridge,
     bridge_sql,
-    milliseconds,
+    finish_outside,
     plan,
+    record_recut,
     rows,
+    run_outside,
     validate_constraints,
 )
-from .render import Migration, render_api, render_migrations, render_unit, render_user_api
+from .render import (
+    Migration,
+    render_api,
+    render_deploy_unit,
+    render_functions,
+    render_migrations,
+    render_user_api,
+)
 
 Echo = Callable[[str], None]
 
@@ -40,13 +51,15 @@ class DeployReport:
     types_changed: list[str] = field(default_factory=list)
     settings_changed: list[str] = field(default_factory=list)
     schedules_changed: list[str] = field(default_factory=list)
+    functions_changed: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     head: str | None = None
     sql: str = ""
 
     @property
     def changed(self) -> bool:
-        return bool(self.applied or self.types_changed or self.settings_changed or self.schedules_changed)
+        return bool(self.applied or self.types_changed or self.settings_changed or self.schedules_changed
+                    or self.functions_changed)
 
 
 @dataclass(frozen=True)
@@ -55,8 +68,22 @@ class DeployOptions:
     check: bool = False
     schedules: bool = True
     lock_wait: timedelta = timedelta(minutes=5)
-    lock_timeout: timedelta = timedelta(seconds=10)
+    #: How long one statement may wait for a table lock (every enqueue and claim queues behind that
+    #: wait): half of the 1 s stall budget of docs/BENCHMARKS.md "Live upgrade".
+    lock_timeout: timedelta = timedelta(milliseconds=500)
+    #: Tries of a unit whose lock wait ran out, the pause after the first (doubling, at most 8 s):
+    #: 10 tries give another session about 45 s in all to let go (locks.Retry.budget).
+    lock_attempts: int = 10
+    lock_backoff: timedelta = timedelta(milliseconds=250)
+    #: Rows per transaction of a migration's batched backfills (outside.py).
+    backfill_batch: int = 1000
     extra_migrations: Sequence[Path] = ()
+    #: Deploy only up to this migration version (the live-upgrade benchmark starts from 0001).
+    up_to: str | None = None
+
+    @property
+    def retry(self) -> Retry:
+        return Retry(attempts=self.lock_attempts, backoff=self.lock_backoff)
 
 
 def deploy(
@@ -64,7 +91,8 @@ def deploy(
 ) -> DeployReport:
     """Bring the database to this jobkit's head: migrations, then type settings, runtime settings and
     schedules. With ``check``, raise DriftError (exit 3) instead when anything differs."""
-    local = render_migrations(settings, options.extra_migrations)
+    local = [m for m in render_migrations(settings, options.extra_migrations)
+             if options.up_to is None or m.version <= options.up_to]
     with db.session() as session:
         check_prerequisites(session, settings)
         applied = applied_migrations(session, settings)
@@ -85,19 +113,34 @@ def deploy(
             report.pending, report.head = [_label(m) for m in the_plan.pending], the_plan.head
             if options.check or options.dry_run:
                 if not the_plan.pending and the_plan.head is not None:
+                    report.functions_changed = functions.apply(
+                        session, settings, lock_timeout=options.lock_timeout, keep=False).lines()
                     _compare_data(db, session, settings, options, report, apply=False)
                 if options.check:
                     _raise_if_drift(the_plan, report)
                 else:
                     _refuse_conflicts(the_plan)
-                    report.sql = "\n".join(render_unit(settings, m) for m in the_plan.pending)
+                    units = [render_deploy_unit(settings, m) for m in the_plan.pending]
+                    if the_plan.pending or report.functions_changed:
+                        units.append(render_functions(settings))
+                    report.sql = "\n".join(units)
                 return report
             _refuse_conflicts(the_plan)
+            timeout, retry, batch = options.lock_timeout, options.retry, options.backfill_batch
+            finish_outside(session, settings, local, the_plan.head, lock_timeout=timeout, retry=retry,
+                           batch=batch, echo=echo)
             for migration in the_plan.pending:
-                report.notices += apply(session, settings, migration, lock_timeout=options.lock_timeout)
+                report.notices += apply(session, settings, migration, lock_timeout=timeout, retry=retry,
+                                        echo=echo)
+                run_outside(session, settings, migration, lock_timeout=timeout, retry=retry, batch=batch,
+                            echo=echo)
                 report.applied.append(_label(migration))
                 report.head = migration.version
-            validate_constraints(session, settings, lock_timeout=options.lock_timeout)
+            if the_plan.recut:
+                record_recut(session, settings, the_plan.recut)
+            changes = functions.apply(session, settings, lock_timeout=timeout, retry=retry, echo=echo)
+            report.functions_changed, report.notices = changes.lines(), report.notices + changes.notices
+            validate_constraints(session, settings, lock_timeout=timeout, retry=retry, echo=echo)
             _compare_data(db, session, settings, options, report, apply=True)
     return report
 
@@ -105,7 +148,8 @@ def deploy(
 def _bridge(session: Session, settings: Settings, layout: presquash.Layout, local: Sequence[Migration],
             options: DeployOptions) -> DeployReport:
     """Upgrade a pre-squash deployment to 0001_baseline; the caller then applies the rest."""
-    notices = apply_bridge(session, settings, layout, _baseline(local), lock_timeout=options.lock_timeout)
+    notices = apply_bridge(session, settings, layout, _baseline(local), lock_timeout=options.lock_timeout,
+                           retry=options.retry)
     return DeployReport(applied=[f"upgrade bridge from {layout.label}"], notices=notices)
 
 
@@ -119,8 +163,9 @@ def _bridge_preview(settings: Settings, layout: presquash.Layout, local: Sequenc
         raise DriftError(
             "database drift: deployed by a jobkit from before its migrations were squashed "
             f"({layout.label}); `jobkit deploy` upgrades it: {', '.join(pending)}")
-    units = [render_unit(settings, m) for m in rest]
-    return DeployReport(pending=pending, sql="\n".join([bridge_sql(settings, layout, baseline), *units]))
+    units = [render_deploy_unit(settings, m) for m in rest]
+    return DeployReport(pending=pending, sql="\n".join([bridge_sql(settings, layout, baseline), *units,
+                                                        render_functions(settings)]))
 
 
 def _baseline(local: Sequence[Migration]) -> Migration:
@@ -207,6 +252,11 @@ def _raise_if_drift(the_plan: Plan, report: DeployReport) -> None:
     problems = []
     if the_plan.pending:
         problems.append(f"{len(the_plan.pending)} pending migration(s): {', '.join(report.pending)}")
+    if the_plan.recut:
+        problems.append("migrations recut by issue 22 are recorded with their old checksums: "
+                        + ", ".join(m.version for m in the_plan.recut))
+    if report.functions_changed:
+        problems.append("sql/functions/ differs: " + ", ".join(report.functions_changed))
     for applied, local in the_plan.changed:
         problems.append(
             f"migration {applied.version}_{applied.name} was applied with checksum "
@@ -229,23 +279,23 @@ def _raise_if_drift(the_plan: Plan, report: DeployReport) -> None:
 
 @contextmanager
 def _deploy_lock(session: Session, settings: Settings, wait: timedelta, echo: Echo) -> Iterator[None]:
-    """Hold jobkit's deploy lock (a session-level advisory lock): taken at once when free, else
-    queued for (at most) ``wait`` inside PostgreSQL, which grants it the moment the holder lets go."""
+    """Hold jobkit's deploy lock (a session-level advisory lock): taken at once when free, else tried
+    again every 50-500 ms for (at most) ``wait``. Not queued inside PostgreSQL: a statement blocked
+    on the lock holds a snapshot, and the holder's CREATE INDEX CONCURRENTLY waits for every older
+    snapshot to go, so the two deploys would deadlock."""
     q = queries(settings.schema)
     key = {"key": f"jobkit:deploy:{settings.schema}"}
     if not session.scalar(q["deploy_try_lock"], key):
         echo("waiting for another jobkit deploy to finish...")
-        try:
-            with session.transaction():
-                session.execute(q["set_local_lock_timeout"], {"timeout": milliseconds(wait)})
-                session.execute(q["deploy_lock"], key)
-        except DatabaseError as exc:
-            if sqlstate(exc) != "55P03":  # lock_not_available: the wait ran out
-                raise
-            raise DeployError(
-                "another jobkit deploy held the deploy lock for too long",
-                hint="wait for it to finish (see pg_stat_activity) and run `jobkit deploy` again",
-            ) from None
+        deadline, pause = time.monotonic() + wait.total_seconds(), 0.05
+        while not session.scalar(q["deploy_try_lock"], key):
+            if time.monotonic() >= deadline:
+                raise DeployError(
+                    "another jobkit deploy held the deploy lock for too long",
+                    hint="wait for it to finish (see pg_stat_activity) and run `jobkit deploy` again",
+                )
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 0.5)
     try:
         yield
     finally:

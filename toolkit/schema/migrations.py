@@ -7,17 +7,24 @@ nothing of it behind.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from ..config import Settings
 from ..connector import Session
-from ..durations import format_duration
 from ..exceptions import DatabaseError, DeployError, NotDeployed
 from ..queries import queries
-from . import presquash
+from . import outside, presquash
+from .locks import Retry, gave_up_hint, lock_conflict, retrying
 from .render import Migration, render_bridge, render_migrations, render_record, render_unit
+
+Echo = Callable[[str], None]
+#: A batched backfill's rows per transaction, unless deploy says otherwise (DeployOptions.backfill_batch).
+BACKFILL_BATCH = 1000
+#: No retry: what direct callers of apply() get unless they pass deploy's policy.
+ONCE = Retry()
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,13 @@ class Applied:
     checksum: str
 
 
+# Migrations 0001..0013 were recut by issue 22: their functions, views, triggers and grants moved to
+# sql/functions/ (applied by every deploy), leaving the tables, indexes, constraints and data moves
+# they had, unchanged. A database that applied them before records their old checksums: deploy
+# records the recut ones instead (what they build is the same) rather than calling it drift.
+RECUT_THROUGH = "0013"
+
+
 @dataclass(frozen=True)
 class Plan:
     """The difference between the local migrations and the database."""
@@ -36,11 +50,12 @@ class Plan:
     pending: list[Migration] = field(default_factory=list)
     changed: list[tuple[Applied, Migration]] = field(default_factory=list)
     unknown: list[Applied] = field(default_factory=list)
+    recut: list[Migration] = field(default_factory=list)
     head: str | None = None
 
     @property
     def up_to_date(self) -> bool:
-        return not (self.pending or self.changed)
+        return not (self.pending or self.changed or self.recut)
 
 
 def plan(local: Sequence[Migration], applied: Sequence[Applied]) -> Plan:
@@ -48,14 +63,21 @@ def plan(local: Sequence[Migration], applied: Sequence[Applied]) -> Plan:
     by_version = {a.version: a for a in applied}
     known = {m.version for m in local}
     pending = [m for m in local if m.version not in by_version]
-    changed = [
-        (by_version[m.version], m)
-        for m in local
-        if m.version in by_version and by_version[m.version].checksum != m.checksum
-    ]
+    differs = [m for m in local if m.version in by_version and by_version[m.version].checksum != m.checksum]
+    recut = [m for m in differs if m.version <= RECUT_THROUGH and by_version[m.version].name == m.name]
+    changed = [(by_version[m.version], m) for m in differs if m not in recut]
     unknown = [a for a in applied if a.version not in known]
     head = max(by_version) if by_version else None
-    return Plan(pending=pending, changed=changed, unknown=unknown, head=head)
+    return Plan(pending=pending, changed=changed, unknown=unknown, recut=recut, head=head)
+
+
+def record_recut(session: Session, settings: Settings, recut: Sequence[Migration]) -> None:
+    """Record the recut migrations' checksums (their tables are what the database has)."""
+    q = queries(settings.schema)
+    with session.transaction():
+        for migration in recut:
+            session.execute(q["migration_checksum_update"],
+                            {"version": migration.version, "checksum": migration.checksum})
 
 
 def applied_migrations(session: Session, settings: Settings) -> list[Applied]:
@@ -96,21 +118,90 @@ def require_deployed(session: Session, settings: Settings, where: str) -> None:
 
 
 def apply(
-    session: Session, settings: Settings, migration: Migration, *, lock_timeout: timedelta
+    session: Session, settings: Settings, migration: Migration, *, lock_timeout: timedelta,
+    retry: Retry = ONCE, echo: Echo | None = None,
 ) -> list[str]:
-    """Apply one migration and record it, in one transaction. Returns the server's notices."""
+    """Apply one migration (up to its outside-transaction marker) and record it, in one transaction;
+    on a lock conflict roll back and try again (``retry``). Returns the server's notices."""
     q = queries(settings.schema)
-    session.notices.clear()
-    try:
+    label = f"migration {migration.version}_{migration.name}"
+
+    def once() -> None:
+        session.notices.clear()
         with session.transaction():
             session.execute(q["set_local_lock_timeout"], {"timeout": milliseconds(lock_timeout)})
             session.script(render_unit(settings, migration))
+
+    try:
+        retrying(label, retry, lock_timeout, once, echo)
     except DatabaseError as exc:
-        raise DeployError(
-            f"migration {migration.version}_{migration.name} failed and was rolled back: {exc.message}",
-            hint=_deploy_hint(exc, lock_timeout),
-        ) from exc
+        raise DeployError(f"{label} failed and was rolled back: {exc.message}",
+                          hint=_deploy_hint(exc, lock_timeout, retry)) from exc
     return [n for n in session.notices if n.startswith("jobkit:")]
+
+
+def run_outside(
+    session: Session, settings: Settings, migration: Migration, *, lock_timeout: timedelta,
+    retry: Retry = ONCE, batch: int = BACKFILL_BATCH, echo: Echo | None = None,
+) -> list[str]:
+    """Run ``migration``'s outside-transaction steps (outside.py) one by one in autocommit, after the
+    migration's own transaction committed. Each is idempotent: a run after a crash finishes the job.
+    Returns what each step did."""
+    label = f"migration {migration.version}_{migration.name}"
+    _, steps = outside.split(migration.sql, label)
+    if not steps:
+        return []
+    q = queries(settings.schema)
+    done: list[str] = []
+    session.execute(q["set_session_lock_timeout"], {"timeout": milliseconds(lock_timeout)})
+    try:
+        for step in steps:
+            what = f"{label}: {step.describe()}"
+            try:
+                done.append(retrying(what, retry, lock_timeout,
+                                     functools.partial(_outside_step, session, settings, step, batch), echo))
+            except DatabaseError as exc:
+                hint = (gave_up_hint(lock_timeout, retry) + "; " if lock_conflict(exc) else "") + (
+                    "the migration itself is committed: `jobkit deploy` runs its outside-transaction "
+                    "statements again and finishes them")
+                raise DeployError(f"{what} failed outside the migration's transaction: {exc.message}",
+                                  hint=hint) from exc
+    finally:
+        session.execute(q["reset_lock_timeout"])
+    return done
+
+
+def _outside_step(session: Session, settings: Settings, step: outside.Step, batch: int) -> str:
+    q = queries(settings.schema)
+    if step.kind == "create_index" and step.index is not None:
+        if session.scalar(q["index_invalid"], {"schema": settings.schema, "name": step.index}):
+            session.execute_with_identifiers("drop index concurrently if exists {schema}.{name}",
+                                             schema=settings.schema, name=step.index)
+        session.execute(step.sql)  # one statement (search_path pinned by run_outside)
+        return step.describe()
+    if step.kind != "backfill":
+        session.execute(step.sql)
+        return step.describe()
+    total = 0
+    while touched := session.execute_count(step.sql, {"batch": batch}):
+        total += touched
+    return f"{step.describe()} ({total} rows)"
+
+
+def finish_outside(
+    session: Session, settings: Settings, local: Sequence[Migration], head: str | None, *,
+    lock_timeout: timedelta, retry: Retry = ONCE, batch: int = BACKFILL_BATCH, echo: Echo | None = None,
+) -> list[str]:
+    """Run the outside-transaction steps of the migration at ``head`` (the newest applied) again.
+
+    Deploy runs a migration's steps before it applies the next migration, so only the newest applied
+    one can have unfinished steps (a deploy killed between the phases). Older ones are not run again:
+    a later migration may have dropped what they built (0011 drops 0007's jobs_owner_idx)."""
+    found = [m for m in local if m.version == head]
+    if not found:
+        return []
+    return run_outside(session, settings, found[0], lock_timeout=lock_timeout, retry=retry, batch=batch,
+                       echo=echo)
 
 
 def rows(applied: Sequence[Applied]) -> list[presquash.Row]:
@@ -125,51 +216,59 @@ def bridge_sql(settings: Settings, layout: presquash.Layout, baseline: Migration
 
 
 def apply_bridge(session: Session, settings: Settings, layout: presquash.Layout, baseline: Migration,
-                 *, lock_timeout: timedelta) -> list[str]:
+                 *, lock_timeout: timedelta, retry: Retry = ONCE, echo: Echo | None = None) -> list[str]:
     """Bring a pre-squash deployment to 0001_baseline in one transaction, then validate the
     constraints it added NOT VALID in a second one. Returns the server's notices."""
     q = queries(settings.schema)
-    session.notices.clear()
     label = f"the upgrade bridge from {layout.label}"
-    try:
+
+    def once() -> None:
+        session.notices.clear()
         with session.transaction():
             session.execute(q["set_local_lock_timeout"], {"timeout": milliseconds(lock_timeout)})
             session.script(bridge_sql(settings, layout, baseline))
+
+    try:
+        retrying(label, retry, lock_timeout, once, echo)
     except DatabaseError as exc:
         raise DeployError(f"{label} failed and was rolled back: {exc.message}",
-                          hint=_deploy_hint(exc, lock_timeout)) from exc
+                          hint=_deploy_hint(exc, lock_timeout, retry)) from exc
     notices = [n for n in session.notices if n.startswith("jobkit:")]
-    validate_constraints(session, settings, lock_timeout=lock_timeout)
+    validate_constraints(session, settings, lock_timeout=lock_timeout, retry=retry, echo=echo)
     return notices
 
 
-def validate_constraints(session: Session, settings: Settings, *, lock_timeout: timedelta) -> list[str]:
+def validate_constraints(session: Session, settings: Settings, *, lock_timeout: timedelta,
+                         retry: Retry = ONCE, echo: Echo | None = None) -> list[str]:
     """Validate every constraint of jobkit's tables that a migration (or the upgrade bridge) added
     NOT VALID, each in a transaction of its own: VALIDATE takes SHARE UPDATE EXCLUSIVE, so enqueues,
     claims and completions go on while the rows are checked. Returns the constraints validated."""
     q = queries(settings.schema)
     done: list[str] = []
     for row in session.all(q["unvalidated_constraints"], {"schema": settings.schema}):
-        try:
+
+        def once(row: dict[str, str] = row) -> None:
             with session.transaction():
                 session.execute(q["set_local_lock_timeout"], {"timeout": milliseconds(lock_timeout)})
                 session.execute_with_identifiers("alter table {schema}.{table} validate constraint {name}",
                                                  schema=settings.schema, table=row["table"], name=row["name"])
+
+        try:
+            retrying(f"validating {row['name']}", retry, lock_timeout, once, echo)
         except DatabaseError as exc:
+            hint = (gave_up_hint(lock_timeout, retry) + "; " if lock_conflict(exc) else "") + (
+                "the migrations themselves are committed; run `jobkit deploy` again to validate it")
             raise DeployError(
                 f"validating constraint {row['name']} of {row['table_name']} failed: {exc.message}",
-                hint="the migrations themselves are committed; run `jobkit deploy` again to validate it",
+                hint=hint,
             ) from exc
         done.append(row["name"])
     return done
 
 
-def _deploy_hint(exc: DatabaseError, lock_timeout: timedelta) -> str:
-    if "lock timeout" in exc.message:
-        return (
-            f"another session held a lock for more than {format_duration(lock_timeout)}; "
-            "retry when the database is quieter"
-        )
+def _deploy_hint(exc: DatabaseError, lock_timeout: timedelta, retry: Retry) -> str:
+    if lock_conflict(exc):
+        return "nothing of it was applied; " + gave_up_hint(lock_timeout, retry)
     return exc.hint or "nothing was changed; fix the cause above and run `jobkit deploy` again"
 
 

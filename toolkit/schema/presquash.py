@@ -3,8 +3,9 @@
 Before the squash, migrations 0001_core..0005_delivery were edited in place while the schema took
 shape, so main deployed fifteen different layouts. Each is recognised here by its exact history
 rows: versions, names and the sha256 of each migration as rendered for schema ``jobkit`` (what
-`jobkit deploy` recorded). A layout with ``steps`` has an upgrade bridge: the SQL files under
-sql/bridge/, applied in order in one transaction, turn its schema into what 0001_baseline builds,
+`jobkit deploy` recorded). A layout with ``steps`` (possibly none) has an upgrade bridge: the SQL files under
+sql/bridge/, applied in order in one transaction, turn its tables into what 0001_baseline builds
+(sql/functions/ follows, as on every deploy),
 and its history rows are replaced by 0001_baseline's; the later migrations then apply as usual.
 """
 
@@ -71,50 +72,50 @@ LAYOUTS = (
         ("0002", "wake", "f2530a392dfc3e5ac53ba44d25166854339b0e6217eefb0cfa657723a3920e47"),
         ("0003", "worker", "af12042652b135929a8b9e4cdb4e675f3f0efd2ad4b04ef3e0281a3a72ca673b"),
     )),
-    Layout("d02410c", "e695ca2", "2026-12-02 15:17", ("hot_path", "delivery", "squash"), (
+    Layout("d02410c", "e695ca2", "2026-12-02 15:17", ("hot_path", "delivery"), (
         ("0001", "core", "cb74aa2cfd06aafd8589e057026f4bf0bc698c4ce893eb250e14832f818e481a"),
         ("0002", "wake", "f2530a392dfc3e5ac53ba44d25166854339b0e6217eefb0cfa657723a3920e47"),
         ("0003", "worker", "1cec86cfc4255e3f422e5173af7e74d68bd718d04c500e0aae76d887348c0032"),
     )),
-    Layout("5629121", "5629121", "2026-12-02 16:07", ("hot_path", "delivery", "squash"), (
+    Layout("5629121", "5629121", "2026-12-02 16:07", ("hot_path", "delivery"), (
         ("0001", "core", "cb74aa2cfd06aafd8589e057026f4bf0bc698c4ce893eb250e14832f818e481a"),
         ("0002", "wake", "f2530a392dfc3e5ac53ba44d25166854339b0e6217eefb0cfa657723a3920e47"),
         ("0003", "worker", "1cec86cfc4255e3f422e5173af7e74d68bd718d04c500e0aae76d887348c0032"),
         ("0004", "hot_path", "c5cc164421297a022e9a039e8afb3700f1c5d8e2563d196fc06e38b546b15c56"),
     )),
-    Layout("c1f365e", "4654198", "2026-12-02 16:13", ("hot_path", "delivery", "squash"), (
+    Layout("c1f365e", "4654198", "2026-12-02 16:13", ("hot_path", "delivery"), (
         ("0001", "core", "cb74aa2cfd06aafd8589e057026f4bf0bc698c4ce893eb250e14832f818e481a"),
         ("0002", "wake", "f2530a392dfc3e5ac53ba44d25166854339b0e6217eefb0cfa657723a3920e47"),
         ("0003", "worker", "1cec86cfc4255e3f422e5173af7e74d68bd718d04c500e0aae76d887348c0032"),
         ("0004", "hot_path", "773bb40b6919e41dabe6ce8e7276d222d66547ad2598993fa93dc80658e1343f"),
     )),
-    Layout("b0c33b0", "54a6fbf", "2026-12-02 16:43", ("hot_path", "delivery", "squash"), (
+    Layout("b0c33b0", "54a6fbf", "2026-12-02 16:43", ("hot_path", "delivery"), (
         ("0001", "core", "cb74aa2cfd06aafd8589e057026f4bf0bc698c4ce893eb250e14832f818e481a"),
         ("0002", "wake", "f2530a392dfc3e5ac53ba44d25166854339b0e6217eefb0cfa657723a3920e47"),
         ("0003", "worker", "1cec86cfc4255e3f422e5173af7e74d68bd718d04c500e0aae76d887348c0032"),
         ("0004", "hot_path", "31e9f14c6595f036456e0804b2e480e66fa1b990d4b572034cd2c673c0e4a422"),
     )),
-    Layout("ede9fd6", "ede9fd6", "2026-12-02 17:46", ("delivery", "squash"), (
+    Layout("ede9fd6", "ede9fd6", "2026-12-02 17:46", ("delivery",), (
         ("0001", "core", "cb74aa2cfd06aafd8589e057026f4bf0bc698c4ce893eb250e14832f818e481a"),
         ("0002", "wake", "f2530a392dfc3e5ac53ba44d25166854339b0e6217eefb0cfa657723a3920e47"),
         ("0003", "worker", "1cec86cfc4255e3f422e5173af7e74d68bd718d04c500e0aae76d887348c0032"),
         ("0004", "hot_path", "4fbe9e34f8d31eefafc8e182daf56739feb4bf3e8b65475bf11313d7a29778d3"),
     )),
-    Layout("4fd40c1", "735b29e", "2026-12-03 00:25", ("sweep_stuck", "squash"), (
+    Layout("4fd40c1", "735b29e", "2026-12-03 00:25", (), (
         ("0001", "core", "cb74aa2cfd06aafd8589e057026f4bf0bc698c4ce893eb250e14832f818e481a"),
         ("0002", "wake", "f2530a392dfc3e5ac53ba44d25166854339b0e6217eefb0cfa657723a3920e47"),
         ("0003", "worker", "1cec86cfc4255e3f422e5173af7e74d68bd718d04c500e0aae76d887348c0032"),
         ("0004", "hot_path", "4fbe9e34f8d31eefafc8e182daf56739feb4bf3e8b65475bf11313d7a29778d3"),
         ("0005", "delivery", "8c91ffdd56e33f41648ad12ca939759767ef3d9690b7d6c5c48a356207380cc3"),
     )),
-    Layout("bfdb5ad", "86fcb82", "2026-12-03 00:50", ("squash",), (
+    Layout("bfdb5ad", "86fcb82", "2026-12-03 00:50", (), (
         ("0001", "core", "cb74aa2cfd06aafd8589e057026f4bf0bc698c4ce893eb250e14832f818e481a"),
         ("0002", "wake", "f2530a392dfc3e5ac53ba44d25166854339b0e6217eefb0cfa657723a3920e47"),
         ("0003", "worker", "1cec86cfc4255e3f422e5173af7e74d68bd718d04c500e0aae76d887348c0032"),
         ("0004", "hot_path", "4fbe9e34f8d31eefafc8e182daf56739feb4bf3e8b65475bf11313d7a29778d3"),
         ("0005", "delivery", "98054ac9fcd635ed4d2eba8eed86446ed59fffea09b000644c1fd4303c4d473b"),
     )),
-    Layout("3118562", "57b8576", "2026-12-03 00:56", ("squash",), (
+    Layout("3118562", "57b8576", "2026-12-03 00:56", (), (
         ("0001", "core", "3554f24958affcda7b77bc4d629a71ce06b30a13546c63c09537558f9d5539a3"),
         ("0002", "wake", "e24df782c0aa503dabcabf07101d027d4c3833ff3153c18d0a6a07063e9992f1"),
         ("0003", "worker", "c206f4311895300ec11006d11752f65e7d55e23832dc694c01964dc17ade6276"),

@@ -18,6 +18,7 @@ import jinja2
 from ..config import Settings
 from ..exceptions import ResourceError
 from ..resources import read_text, sql_root
+from . import outside
 
 _MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -91,10 +92,22 @@ def render_migrations(settings: Settings, extra_dirs: Sequence[Path] = ()) -> li
     ]
 
 
-def render_schema(settings: Settings) -> str:
-    """sql/schema.sql for these settings: the whole current schema in one readable script (what the
-    migrations build, step by step)."""
-    return environment().get_template("schema.sql").render(_context(settings))
+def function_files() -> list[str]:
+    """The files of sql/functions/, in the order deploy applies them (by name)."""
+    return _names(sql_root().joinpath("functions"))
+
+
+def render_function_file(settings: Settings, name: str) -> str:
+    """One file of sql/functions/ for these settings."""
+    return environment().get_template(f"functions/{name}").render(_context(settings))
+
+
+def render_tables(settings: Settings) -> str:
+    """sql/schema/ for these settings: jobkit's tables as they are now (what the migrations build,
+    step by step), without what sql/functions/ adds."""
+    env = environment()
+    return "\n".join(env.get_template(f"schema/{name}").render(_context(settings))
+                     for name in _names(sql_root().joinpath("schema")))
 
 
 def render_bootstrap(settings: Settings) -> str:
@@ -109,10 +122,29 @@ def render_record(settings: Settings, migration: Migration) -> str:
 
 
 def render_unit(settings: Settings, migration: Migration) -> str:
-    """What one deploy transaction runs: bootstrap, the migration, its history row."""
+    """What one deploy transaction runs: bootstrap, the migration (up to its outside-transaction
+    marker, see outside.py), its history row."""
     return "\n".join(
-        (render_bootstrap(settings), migration.sql, render_record(settings, migration))
+        (render_bootstrap(settings), outside.inside(migration.sql), render_record(settings, migration))
     )
+
+
+def render_fresh_unit(settings: Settings, migration: Migration) -> str:
+    """render_unit plus the migration's outside-transaction statements in their in-transaction form:
+    what a fresh install (empty tables, one transaction) runs for ``migration``."""
+    _, steps = outside.split(migration.sql, f"migration {migration.version}_{migration.name}")
+    return "\n".join([render_unit(settings, migration), *(outside.transaction_form(s) for s in steps)])
+
+
+def render_deploy_unit(settings: Settings, migration: Migration) -> str:
+    """What deploy runs for ``migration`` (deploy --dry-run shows it): its transaction (render_unit),
+    then its outside-transaction statements as deploy sends them, after that commit."""
+    _, steps = outside.split(migration.sql, f"migration {migration.version}_{migration.name}")
+    if not steps:
+        return render_unit(settings, migration)
+    note = ("-- after that commit, outside any transaction, one by one (a backfill again and again, "
+            "%(batch)s bound to the batch size, until it touches no row):")
+    return "\n".join([render_unit(settings, migration), note, *(f"{s.sql};" for s in steps)])
 
 
 def render_bridge(settings: Settings, step: str) -> str:
@@ -121,7 +153,8 @@ def render_bridge(settings: Settings, step: str) -> str:
 
 
 def render_script(
-    settings: Settings, migrations: Iterable[Migration] | None = None, *, transaction: bool = True
+    settings: Settings, migrations: Iterable[Migration] | None = None, *, transaction: bool = True,
+    functions: bool = True,
 ) -> str:
     """The complete SQL for a fresh database, ready for psql (one transaction) or a Supabase
     migration file (``transaction=False``: the Supabase CLI wraps each file in one)."""
@@ -132,15 +165,23 @@ def render_script(
     )
     body = "\n".join(
         f"-- ---- migration {m.version}_{m.name} (sha256 {m.checksum}) ----\n"
-        + render_unit(settings, m)
+        + render_fresh_unit(settings, m)
         for m in chosen
     )
+    if chosen and functions:
+        body += f"\n-- ---- sql/functions/ (re-applied by every deploy) ----\n{render_functions(settings)}"
     api = render_api(settings)
     if api:
         body += f"\n-- ---- Data API schema {settings.api_schema} ----\n{api}"
     if not transaction:
         return f"{header}\n{body}"
     return f"{header}begin;\n\n{body}\ncommit;\n"
+
+
+def render_functions(settings: Settings) -> str:
+    """Every file of sql/functions/, rendered, in the order deploy applies them, as one script (for
+    a fresh database: psql scripts and the Supabase migration files)."""
+    return "\n".join(render_function_file(settings, name) for name in function_files())
 
 
 def render_api(settings: Settings) -> str | None:
@@ -181,11 +222,12 @@ def _add(found: dict[str, tuple[str, str, str]], file_name: str) -> None:
 
 
 def write_units(settings: Settings, out_dir: Path) -> list[Path]:
-    """One file per migration (``0001_baseline.sql``, ...), each as `jobkit deploy` would apply it."""
+    """One file per migration (``0001_baseline.sql``, ...), each as `jobkit deploy` would apply it (its
+    outside-transaction statements in their in-transaction form: each file runs as one transaction)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for migration in render_migrations(settings):
         target = out_dir / f"{migration.version}_{migration.name}.sql"
-        target.write_text(render_unit(settings, migration), encoding="utf-8")
+        target.write_text(render_fresh_unit(settings, migration), encoding="utf-8")
         written.append(target)
     return written

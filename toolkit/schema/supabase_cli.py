@@ -13,10 +13,21 @@ from pathlib import Path
 
 from ..config import Settings
 from ..exceptions import ConfigError
-from .render import Migration, render_migrations, render_script, render_user_api
+from ..queries import queries
+from .migrations import RECUT_THROUGH
+from .render import (
+    Migration,
+    environment,
+    ident,
+    render_functions,
+    render_migrations,
+    render_script,
+    render_user_api,
+)
 
 _MARK_RE = re.compile(r"^-- jobkit-migration: (\d{4}) ([0-9a-f]{64})$", re.MULTILINE)
 _USER_API_RE = re.compile(r"^-- jobkit-user-api: ([0-9a-f]{64})$", re.MULTILINE)
+_FUNCTIONS_RE = re.compile(r"^-- jobkit-functions: ([0-9a-f]{64})$", re.MULTILINE)
 
 
 def existing_migrations(migrations_dir: Path) -> dict[str, tuple[str, Path]]:
@@ -62,8 +73,39 @@ def write_user_api(settings: Settings, project_dir: Path, *, now: datetime | Non
     return path
 
 
+def write_functions(settings: Settings, project_dir: Path, *, now: datetime | None = None) -> Path | None:
+    """sql/functions/ as a migration file, a new one only when it differs from the newest such file
+    (or from the functions in the newest jobkit migration file); None when there is nothing new.
+
+    `jobkit deploy` re-applies these files itself; a Supabase CLI migration is a plain script, so
+    this one first drops jobkit's functions (and with them its triggers) and creates them all again,
+    keeping the EXECUTE grants other roles held, in the transaction the CLI wraps it in."""
+    script = render_functions(settings)
+    digest = hashlib.sha256(script.encode()).hexdigest()
+    folder = project_dir / "migrations"
+    folder.mkdir(parents=True, exist_ok=True)
+    marked = [p for p in sorted(folder.glob("*.sql")) if _FUNCTIONS_RE.search(p.read_text(encoding="utf-8"))]
+    if marked and _FUNCTIONS_RE.findall(marked[-1].read_text(encoding="utf-8")) == [digest]:
+        return None
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d%H%M%S")
+    path = folder / f"{stamp}_jobkit_functions.sql"
+    path.write_text(f"-- jobkit-functions: {digest}\n{render_functions_replacement(settings, script)}",
+                    encoding="utf-8")
+    return path
+
+
+def render_functions_replacement(settings: Settings, script: str) -> str:
+    """The functions script preceded by what replaces the ones a database already has."""
+    q = queries(settings.schema)
+    return environment().get_template("functions_replace.sql").render(
+        schema=settings.schema, s=ident(settings.schema), functions=script,
+        keep_grants=q["function_grants_keep"], restore_grants=q["function_grants_restore"])
+
+
 def _pending(local: list[Migration], have: dict[str, tuple[str, Path]]) -> list[Migration]:
     for migration in local:
+        if migration.version <= RECUT_THROUGH:
+            continue  # recut by issue 22: an older file built the same tables
         if migration.version in have and have[migration.version][0] != migration.checksum:
             checksum, path = have[migration.version]
             raise ConfigError(
@@ -77,4 +119,4 @@ def _pending(local: list[Migration], have: dict[str, tuple[str, Path]]) -> list[
 
 def _file_text(settings: Settings, pending: list[Migration]) -> str:
     marks = "".join(f"-- jobkit-migration: {m.version} {m.checksum}\n" for m in pending)
-    return marks + render_script(settings, pending, transaction=False)
+    return marks + render_script(settings, pending, transaction=False, functions=False)

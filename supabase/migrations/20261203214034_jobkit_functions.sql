@@ -1,313 +1,49 @@
--- jobkit's database, as it is now. Read this file to know the schema; the migrations in
--- migrations/ build the same thing step by step (tests/integration/test_schema_drift.py compares
--- the two catalogs and fails on any difference). From the baseline on, each change is a new
--- migration (never an edit of an applied one): change this file and add a migration together.
---
--- Rendered per installation: {{ s }} is jobkit's schema (quoted), {{ schema }} its name. Every
--- function pins search_path = '' (built-ins resolve to pg_catalog, nothing else is searched).
---
--- Job states (who moves a job, and when):
---   pending     waiting to run; runnable once scheduled_for <= now(). enqueue, a retry, a snooze,
---               the stuck sweep, a release and retry_job put a job here.
---   processing  claimed by claim_jobs: attempts was incremented, a lease runs until
---               lease_expires_at. Only the claiming attempt may finish it (complete/fail/snooze/
---               extend are fenced on attempts, the fencing token).
---   completed   complete_jobs stored the result. Terminal; pruned after the retention.
---   failed      out of attempts in its round (or a permanent error); sweep_dead moves it on.
---   dead        dead-lettered for manual review; retry_job revives it. Pruned after the retention.
---   cancelled   cancel_job stopped it; a running attempt's worker is told on its heartbeat (running_check)
---               and its late completion is refused.
---
--- The attempt limit of a job is the first of: its own max_attempts as enqueued, the max_attempts of
--- the handler that last claimed it (handler_max_attempts), its type's setting, the defaults row.
--- retry_job starts a fresh round: round_start records the attempts used before it.
+-- jobkit-functions: 10a3ed58b2d348efac1698cf13202d5bedea7a70e7aac720165eb217d2f82d87
+-- sql/functions/ as one Supabase CLI migration (`jobkit render --supabase`). `jobkit deploy` applies
+-- those files statement by statement; a migration file is a plain script, so this one replaces what
+-- a database already has wholesale: the EXECUTE grants other roles hold are kept, every function
+-- of jobkit's schema (not of an extension) is dropped with what depends on it (jobkit's triggers),
+-- and everything is created again, then the grants are given back.
+select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+-- The EXECUTE privileges on jobkit's functions that roles other than the owner hold, by function
+-- name, kept for this transaction: a function dropped and created anew (a changed signature) gets
+-- them back (function_grants_restore).
+create temporary table pg_temp.jobkit_function_grants on commit drop as
+select distinct p.proname::pg_catalog.text as name, r.rolname::pg_catalog.text as grantee,
+       a.is_grantable as grantable
+from pg_catalog.pg_proc p
+cross join lateral pg_catalog.aclexplode(p.proacl) a
+join pg_catalog.pg_roles r on r.oid operator(pg_catalog.=) a.grantee
+where p.pronamespace operator(pg_catalog.=) 'jobkit'::pg_catalog.regnamespace
+  and a.privilege_type operator(pg_catalog.=) 'EXECUTE' and a.grantee operator(pg_catalog.<>) p.proowner;
+do $replace$
+declare
+    r record;
+begin
+    for r in select p.oid::pg_catalog.regprocedure as f from pg_catalog.pg_proc p
+             where p.pronamespace operator(pg_catalog.=) 'jobkit'::pg_catalog.regnamespace
+               and not exists (select 1 from pg_catalog.pg_depend d
+                               where d.classid operator(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                                 and d.objid operator(pg_catalog.=) p.oid
+                                 and d.deptype operator(pg_catalog.=) 'e') loop
+        execute pg_catalog.format('drop function if exists %s cascade', r.f);
+    end loop;
+end
+$replace$;
+drop view if exists "jobkit".job_history;
 
--- ================================================================================================
--- 1. Tables
--- ================================================================================================
-
-create table {{ s }}.jobs (
-    id                   uuid primary key default gen_random_uuid(),
-    type                 text not null,
-    payload              jsonb not null,
-    status               text not null default 'pending'
-                         check (status in ('pending', 'processing', 'completed', 'failed', 'dead', 'cancelled')),
-    priority             int not null default 0,
-    attempts             int not null default 0 check (attempts >= 0),
-    max_attempts         int check (max_attempts >= 1),  -- as enqueued; null: decided when it runs
-    handler_max_attempts int check (handler_max_attempts >= 1),  -- the claiming handler's own
-    round_start          int not null default 0 check (round_start >= 0),  -- attempts before retry_job
-    last_error           text,
-    result               jsonb,
-    scheduled_for        timestamptz not null default now(),  -- when it is (or becomes) due
-    started_at           timestamptz,
-    completed_at         timestamptz,
-    created_at           timestamptz not null default now(),
-    lease_expires_at     timestamptz,
-    worker_id            text,
-    idempotency_key      text,
-    updated_at           timestamptz not null default now(),
-    -- 0004: the producer's W3C trace context as its propagator wrote it ({"traceparent": ...,
-    -- "tracestate": ...}); null when the enqueuer had no OpenTelemetry tracing configured.
-    trace_context        jsonb,
-    concurrency_key      text,  -- 0005: its key (given or from the type's template); '' = no key of its own
-    -- 0006: what the handler last reported with ctx.progress() ({"fraction", "done", "total",
-    -- "message", "data"}), written by set_progress at most a few times a second.
-    progress             jsonb,
-    owner                text,  -- 0011 (uuid in 0007): the app user it belongs to, their JWT subject (the per-user API sets it)
-    constraint jobs_type_not_empty check (type <> ''),
-    constraint jobs_lease_when_processing check (status <> 'processing' or lease_expires_at is not null),
-    constraint jobs_scheduled_for_finite check (pg_catalog.isfinite(scheduled_for)),  -- 0002: no infinity
-    -- 0012: Python's datetime (jobs show, the dashboard) ends with the year 9999, in every time zone
-    constraint jobs_scheduled_for_year_9999 check (scheduled_for < '9999-12-31 00:00:00+00'::timestamptz),
-    constraint jobs_trace_context_object
-        check (trace_context is null or pg_catalog.jsonb_typeof(trace_context) = 'object'),  -- 0004
-    constraint jobs_concurrency_key_length check (pg_catalog.length(concurrency_key) <= 1000),
-    constraint jobs_progress_object
-        check (progress is null or pg_catalog.jsonb_typeof(progress) = 'object')  -- 0006
-) with (
-    autovacuum_vacuum_scale_factor = 0.02,
-    autovacuum_vacuum_insert_scale_factor = 0.02,
-    autovacuum_analyze_scale_factor = 0.02
-);
-comment on table {{ s }}.jobs is 'jobkit jobs: one row per job; see the state notes in sql/schema.sql.';
-
--- Claims walk runnable rows in (priority desc, scheduled_for) order. A retry waiting in the future
--- sorts after every job of its priority that is due now, so the claim's index scan meets runnable
--- rows first and stops at LIMIT however many retries are parked in the future. The same index
--- answers "is there due work of this type?" and the skip scans of pending_types() and next_due().
-create index jobs_claim_idx on {{ s }}.jobs (type, priority desc, scheduled_for) where status = 'pending';
--- The stuck sweep reads only expired leases. The predicate is on the lease, not on the status, so
--- that fenced completions (status = 'processing') probe the primary key instead of this index.
-create index jobs_lease_idx on {{ s }}.jobs (lease_expires_at) where lease_expires_at is not null;
--- The dead sweep and prune read only finished rows, oldest first.
-create index jobs_failed_idx on {{ s }}.jobs (completed_at) where status = 'failed';
--- It carries status and type so that the dashboard's throughput charts are index-only scans (0003).
-create index jobs_finished_idx on {{ s }}.jobs (completed_at) include (status, type)
-    where status in ('completed', 'dead', 'cancelled');
--- Fair types (job_types.fair) claim by key: their keys with pending jobs by a skip scan, each key's
--- due jobs in claim order, and each key's running count. Jobs without a key are in neither index.
--- No deduplication (0008): jobs enqueued together share every column here, and an entry in a
--- posting list cannot be marked dead while any job in it is still pending, so every claim would
--- re-read the key's already-claimed jobs from the heap until VACUUM.
-create index jobs_key_claim_idx on {{ s }}.jobs (type, concurrency_key, priority desc, scheduled_for)
-    with (deduplicate_items = off) where status = 'pending' and concurrency_key is not null;
-create index jobs_key_running_idx on {{ s }}.jobs (type, concurrency_key)
-    with (deduplicate_items = off) where status = 'processing' and concurrency_key is not null;
--- One unfinished job per (type, idempotency key).
-create unique index jobs_idempotency_idx on {{ s }}.jobs (type, idempotency_key)
-    where idempotency_key is not null and status in ('pending', 'processing');
--- Dead jobs per type for the overview, without walking every finished job (0003). Partial: only
--- dead rows are in it, so the hot path (claims, completions) never writes to it.
-create index jobs_dead_idx on {{ s }}.jobs (type) where status = 'dead';
--- The dashboard's jobs page lists newest first with keyset pagination on (created_at, id) and
--- filters by a time range on created_at (0003).
-create index jobs_created_idx on {{ s }}.jobs (created_at, id);
--- Payload search (the dashboard's payload @> filter) has a GIN index only when jobkit.toml asks for
--- it ([dashboard] payload_index = true): deploy builds it CONCURRENTLY outside this schema, since
--- it costs every enqueue, claim and completion (docs/BENCHMARKS.md).
-
--- The attempts that did not complete their job (retries, failures, snoozes, releases, expired
--- leases, cancellations): no failure disappears when the next attempt overwrites last_error. The
--- completing attempt lives on the job row only (a successful job costs no second write); the view
--- job_history shows both.
-create table {{ s }}.job_attempts (
-    id          bigint generated always as identity primary key,
-    job_id      uuid not null,
-    attempt     int not null,
-    worker_id   text,
-    started_at  timestamptz,
-    finished_at timestamptz not null default now(),
-    outcome     text not null
-                check (outcome in ('completed', 'retry', 'failed', 'snoozed', 'released', 'lease_expired',
-                                   'cancelled')),  -- 0009: released
-    error       text,
-    duration    interval generated always as (finished_at - started_at) stored
-) with (autovacuum_vacuum_insert_scale_factor = 0.02);
-create index job_attempts_job_idx on {{ s }}.job_attempts (job_id, attempt);
--- The overview's failure-rate chart and duration percentiles read attempts by time (0003).
-create index job_attempts_finished_idx on {{ s }}.job_attempts (finished_at);
-
--- Every attempt of every job: the recorded ones, plus each completed job's final attempt.
-create view {{ s }}.job_history with (security_invoker = true) as
-select a.job_id, a.attempt, a.worker_id, a.started_at, a.finished_at, a.outcome, a.error, a.duration
-from {{ s }}.job_attempts a
-union all
-select j.id, j.attempts, j.worker_id, j.started_at, j.completed_at, 'completed', null::text,
-       j.completed_at - j.started_at
-from {{ s }}.jobs j
-where j.status = 'completed';
-comment on view {{ s }}.job_history is
-    'jobkit: every attempt; job_attempts rows plus the completing attempt of each completed job.';
-
--- Per-type settings, synced from jobkit.toml by `jobkit deploy`. The row '*' holds the defaults.
-create table {{ s }}.job_types (
-    type           text primary key,
-    max_attempts   int not null check (max_attempts between 1 and 1000),
-    lease          interval not null check (lease >= interval '5 seconds'),
-    backoff_base   interval not null check (backoff_base >= interval '1 second'),
-    backoff_factor float8 not null check (backoff_factor between 1 and 100),
-    backoff_cap    interval not null check (backoff_cap >= backoff_base),
-    backoff_jitter float8 not null check (backoff_jitter >= 0 and backoff_jitter < 1),
-    wake_on_insert boolean not null default true,  -- false: only the cron wake-up wakes this type
-    rate_limit     text,  -- the rate-limit key this type's claims take tokens from
-    -- 0005: a fair type's claims serve its concurrency keys round-robin under these limits
-    fair           boolean not null default false,
-    key_template   jsonb,  -- the key of a job enqueued without one: ["tenant:", ["tenant_id"]]
-    max_running_per_key int check (max_running_per_key >= 1),
-    max_running    int check (max_running >= 1),
-    constraint job_types_limits_need_fair
-        check (fair or (key_template is null and max_running_per_key is null and max_running is null))
-);
-insert into {{ s }}.job_types (type, max_attempts, lease, backoff_base, backoff_factor, backoff_cap, backoff_jitter)
-values ('*', 3, '5 minutes', '30 seconds', 4, '1 hour', 0.1);
-
--- One token bucket per key: `rate` tokens per second up to `burst`. The row lock serialises
--- takers, so any number of worker processes together stay under the limit.
-create table {{ s }}.rate_limits (
-    key        text primary key check (key ~ '^[A-Za-z0-9_.:\-]{1,100}$'),
-    rate       float8 not null check (rate > 0),
-    burst      int not null check (burst >= 1),
-    tokens     float8 not null,
-    updated_at timestamptz not null default clock_timestamp()
-);
-
--- Runtime settings, synced from jobkit.toml by `jobkit deploy` (values are jsonb).
-create table {{ s }}.settings (
-    key        text primary key,
-    value      jsonb not null,
-    updated_at timestamptz not null default now()
-);
-insert into {{ s }}.settings (key, value) values
-    ('transport', '"notify"'),         -- 'pg_net' or 'notify'; deploy resolves 'auto'
-    ('wake_timeout_ms', '5000'),       -- pg_net timeout_milliseconds, always passed explicitly
-    ('max_fanout', '4'),               -- most worker calls one wake-up may start
-    ('batch_size', '100'),             -- due jobs per worker call when fanning out
-    ('budget_ms', '25000'),            -- time budget of one drain
-    ('channel', {{ (schema ~ "_wake") | tojson | literal }}),
-    ('secret_previous_until', 'null'); -- a rotated-out signing secret is accepted until then
-
--- The worker URL and signing secret when Supabase Vault is absent. Only the owner and service_role
--- can read it; Vault is used instead whenever vault.decrypted_secrets exists.
-create table {{ s }}.secrets (
-    name       text primary key,
-    value      text not null,
-    updated_at timestamptz not null default now()
-);
-
--- One row per wake-up sent over pg_net. pg_net answers asynchronously and keeps responses 6 hours
--- only, so reconcile_wakeups() copies each outcome here: delivered (2xx), failed (other status or a
--- connection error), timed_out (outcome unknown: pg_net timeouts can still deliver), unanswered
--- (no response long after the timeout). NOTIFY wake-ups have no answer and are not recorded.
-create table {{ s }}.wakeups (
-    id          bigint generated always as identity primary key,
-    type        text not null,
-    transport   text not null check (transport in ('pg_net', 'notify')),
-    request_id  bigint,
-    created_at  timestamptz not null default now(),
-    outcome     text check (outcome in ('delivered', 'failed', 'timed_out', 'unanswered', 'notified')),
-    status_code int,
-    error       text,
-    checked_at  timestamptz
-);
-create index wakeups_open_idx on {{ s }}.wakeups (request_id) where outcome is null;
-create index wakeups_created_idx on {{ s }}.wakeups (created_at);
-
--- Signed wake-ups accepted, by signature, until their window has surely ended (0010). The primary
--- key makes acceptance once per fleet: every worker process consumes here (consume_wake).
-create table {{ s }}.wake_nonces (
-    nonce      text primary key,
-    expires_at timestamptz not null
-);
-create index wake_nonces_expires_idx on {{ s }}.wake_nonces (expires_at);
-
--- Per type, what workers say about it (0010): draining until (refreshed while a drain runs) and
--- when a worker last went idle on it. Written by workers only, so an enqueue never waits for them.
-create table {{ s }}.wake_drains (
-    type           text primary key,
-    draining_until timestamptz,
-    idle_at        timestamptz
-);
-
--- Per type, when an enqueue last sent a due-now wake-up (0010). Written by enqueues only, under a
--- try-lock, so no enqueue ever waits for another.
-create table {{ s }}.wake_sent (
-    type    text primary key,
-    sent_at timestamptz not null
-);
-
--- Which of jobkit's cron jobs `jobkit deploy` manages (origin config: declared in jobkit.toml or
--- built in) and which an operator added with `jobkit schedule add` (origin cli, left alone by sync).
-create table {{ s }}.schedules (
-    name       text primary key,
-    origin     text not null check (origin in ('config', 'cli')),
-    updated_at timestamptz not null default now()
-);
-
--- Every operator action taken from the dashboard: who, when, on what (ids or a filter), how many
--- matched when it was confirmed, and how many it changed. Written before the action starts and
--- updated after each batch, so an interrupted action shows how far it got.
-create table {{ s }}.audit_log (
-    id          bigint generated always as identity primary key,
-    at          timestamptz not null default now(),
-    actor       text not null,
-    action      text not null check (action in ('retry', 'cancel', 'delete', 'pause_schedule', 'resume_schedule',
-                                             'pause_type', 'resume_type')),
-    target      jsonb not null,  -- {"ids": [...]}, {"filter": {...}}, {"schedule": "name"} or {"type", "key"}
-    matched     bigint,          -- the count the operator confirmed
-    affected    bigint not null default 0,  -- rows the action changed so far
-    finished_at timestamptz,
-    error       text,
-    skipped     jsonb not null default '{}'::jsonb  -- 0013: jobs left alone so far, counted by reason
-);
-create index audit_log_at_idx on {{ s }}.audit_log (at);
-
--- 0005: where the previous claim of a fair type stopped, so the next one serves the next keys.
-create table {{ s }}.key_cursors (
-    type       text primary key,
-    last_key   text not null,
-    updated_at timestamptz not null default now(),
-    keys       int  -- 0008: keys with due jobs the last claim found; sizes the next claim's probes
-) with (fillfactor = 50);
-
--- 0005: paused types (key null) and paused keys of a type: not claimed; a paused type is not woken.
-create table {{ s }}.pauses (
-    type      text not null,
-    key       text,
-    paused_at timestamptz not null default now(),
-    constraint pauses_type_key unique nulls not distinct (type, key)
-);
-
--- 0005: debounce (the pending job a key's enqueues replace) and throttle (the job of a key's
--- current window) per (type, key); the row lock serialises concurrent enqueuers of one key.
-create table {{ s }}.enqueue_windows (
-    type   text not null,
-    kind   text not null check (kind in ('debounce', 'throttle')),
-    key    text not null,
-    job_id uuid,
-    until  timestamptz,
-    primary key (type, kind, key)
-);
-
--- 0012: the types workers serve, recorded when they start (record_types), and those `jobkit enqueue
--- --new-type` introduced: with jobkit.toml's and those of existing jobs, the types the CLI knows.
-create table {{ s }}.known_types (
-    type    text primary key check (pg_catalog.char_length(type) between 1 and 100),
-    seen_at timestamptz not null default now()  -- the last start of a worker serving it
-);
-
--- ================================================================================================
--- 2. The public API: per-type policy
--- ================================================================================================
+-- The public API: per-type policy
+-- sql/functions/10_policy.sql: type settings, attempt limits, backoff, and the concurrency key templates of fair types.
+-- Applied in file-name order (first, before 20_enqueue.sql); sql/functions/README.md says how deploy applies these files.
 
 -- The settings of one type: its own row, else the defaults row.
-create function {{ s }}.type_settings(p_type text) returns {{ s }}.job_types
+create or replace function "jobkit".type_settings(p_type text) returns "jobkit".job_types
 language plpgsql stable set search_path = '' as $$
 declare
-    v_row {{ s }}.job_types;
+    v_row "jobkit".job_types;
 begin
     -- plpgsql, not sql: its plan is cached per session (a sql function is planned on every call).
-    select t.* into v_row from {{ s }}.job_types t
+    select t.* into v_row from "jobkit".job_types t
     where t.type in (p_type, '*')
     order by t.type = '*'
     limit 1;
@@ -316,35 +52,35 @@ end
 $$;
 
 -- 0012: a worker records the types it serves when it starts (one statement per start).
-create function {{ s }}.record_types(p_types text[]) returns void
+create or replace function "jobkit".record_types(p_types text[]) returns void
 language sql volatile set search_path = '' as $$
-    insert into {{ s }}.known_types as k (type)
+    insert into "jobkit".known_types as k (type)
     select distinct t.type from pg_catalog.unnest(p_types) as t(type) where t.type is not null
     order by 1
     on conflict (type) do update set seen_at = pg_catalog.now()
 $$;
 
 -- The attempt limit of a job (see the header): its own, its last handler's, its type's (p_type_max).
-create function {{ s }}.attempt_limit(p_job_max int, p_handler_max int, p_type_max int) returns int
+create or replace function "jobkit".attempt_limit(p_job_max int, p_handler_max int, p_type_max int) returns int
 language sql immutable set search_path = '' as $$
     select coalesce(p_job_max, p_handler_max, p_type_max, 3)
 $$;
 
 -- Retry delay for an attempt that just failed: base * factor^(attempt-1), capped, ± jitter, >= 1 s.
-create function {{ s }}.backoff(p_type text, p_attempt int) returns interval
+create or replace function "jobkit".backoff(p_type text, p_attempt int) returns interval
 language sql volatile set search_path = '' as $$
     select make_interval(secs => greatest(1.0,
         least(extract(epoch from c.backoff_cap)::float8,
               extract(epoch from c.backoff_base)::float8
                 * power(c.backoff_factor, least(greatest(p_attempt, 1) - 1, 100)))
         * (1 + c.backoff_jitter * (2 * random() - 1))))
-    from {{ s }}.type_settings(p_type) c
+    from "jobkit".type_settings(p_type) c
 $$;
 
 -- A key rendered from a type's template: strings are copied, arrays are paths into the payload
 -- (a missing field renders as the empty string), {"ref": "owner"} is the job's owner (0011; the
 -- two-argument form, for jobs without one, renders it as '').
-create function {{ s }}._render_key(p_template jsonb, p_payload jsonb) returns text
+create or replace function "jobkit"._render_key(p_template jsonb, p_payload jsonb) returns text
 language sql immutable set search_path = '' as $$
     select pg_catalog.string_agg(
                case pg_catalog.jsonb_typeof(e.part)
@@ -355,7 +91,7 @@ language sql immutable set search_path = '' as $$
     from pg_catalog.jsonb_array_elements(p_template) with ordinality as e(part, n)
 $$;
 
-create function {{ s }}._render_key(p_template jsonb, p_payload jsonb, p_owner text) returns text
+create or replace function "jobkit"._render_key(p_template jsonb, p_payload jsonb, p_owner text) returns text
 language sql immutable set search_path = '' as $$
     select pg_catalog.string_agg(
                case pg_catalog.jsonb_typeof(e.part)
@@ -367,7 +103,7 @@ language sql immutable set search_path = '' as $$
 $$;
 
 -- A new job's concurrency key: the given one, else the type's template, else '' for a fair type.
-create function {{ s }}._job_key(p_type text, p_payload jsonb, p_key text) returns text
+create or replace function "jobkit"._job_key(p_type text, p_payload jsonb, p_key text) returns text
 language plpgsql stable set search_path = '' as $$
 declare
     v_fair boolean;
@@ -376,22 +112,22 @@ begin
     if p_key is not null then
         return p_key;
     end if;
-    select t.fair, t.key_template into v_fair, v_template from {{ s }}.job_types t where t.type = p_type;
+    select t.fair, t.key_template into v_fair, v_template from "jobkit".job_types t where t.type = p_type;
     if v_template is not null then
-        return {{ s }}._render_key(v_template, p_payload);
+        return "jobkit"._render_key(v_template, p_payload);
     end if;
     return case when v_fair then '' end;
 end
 $$;
 
 -- A type that becomes fair gives its unfinished jobs their keys (fair claims see only keyed jobs),
--- owned jobs with their owner (0011).
-create function {{ s }}.job_types_key_backfill() returns trigger
+-- owned jobs with their owner.
+create or replace function "jobkit".job_types_key_backfill() returns trigger
 language plpgsql set search_path = '' as $$
 begin
     if new.fair and (tg_op = 'INSERT' or not old.fair) then
-        update {{ s }}.jobs j
-        set concurrency_key = coalesce({{ s }}._render_key(new.key_template, j.payload, j.owner), ''),
+        update "jobkit".jobs j
+        set concurrency_key = coalesce("jobkit"._render_key(new.key_template, j.payload, j.owner), ''),
             updated_at = now()
         where j.type = new.type and j.status in ('pending', 'processing') and j.concurrency_key is null;
     end if;
@@ -399,12 +135,12 @@ begin
 end
 $$;
 
-create trigger job_types_key_backfill after insert or update of fair on {{ s }}.job_types
-    for each row execute function {{ s }}.job_types_key_backfill();
+create or replace trigger job_types_key_backfill after insert or update of fair on "jobkit".job_types
+    for each row execute function "jobkit".job_types_key_backfill();
 
--- ================================================================================================
--- 3. The public API: enqueue
--- ================================================================================================
+-- The public API: enqueue
+-- sql/functions/20_enqueue.sql: enqueue, enqueue_many, enqueue_json, and the debounce/throttle windows.
+-- Applied in file-name order (after 10_policy.sql, before 30_claim.sql); sql/functions/README.md says how deploy applies these files.
 
 -- Enqueue one job. With an idempotency key, an unfinished job of the same type and key is returned
 -- instead of a new one. p_max_attempts null: decided when it runs (the handler's, else the type's).
@@ -412,7 +148,7 @@ create trigger job_types_key_backfill after insert or update of fair on {{ s }}.
 -- handed to the worker with the claim so that its spans continue the enqueuer's trace.
 -- p_concurrency_key null: the type's key template, else '' for a fair type, else none. p_debounce /
 -- p_throttle: see _enqueue_windowed.
-create function {{ s }}.enqueue(
+create or replace function "jobkit".enqueue(
     p_type text,
     p_payload jsonb,
     p_priority int default 0,
@@ -435,14 +171,14 @@ begin
     if p_payload is null then
         raise exception 'jobkit.enqueue: p_payload must not be null (use ''{}''::jsonb)' using errcode = '22023';
     end if;
-    v_key := {{ s }}._job_key(p_type, p_payload, p_concurrency_key);
+    v_key := "jobkit"._job_key(p_type, p_payload, p_concurrency_key);
     if p_debounce is not null or p_throttle is not null then
-        return {{ s }}._enqueue_windowed(p_type, p_payload, p_priority, p_run_at, p_max_attempts,
+        return "jobkit"._enqueue_windowed(p_type, p_payload, p_priority, p_run_at, p_max_attempts,
                                         p_idempotency_key, v_key, p_debounce, p_throttle,
                                         p_trace_context);
     end if;
     if p_idempotency_key is null then  -- nothing to conflict on: a plain insert
-        insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, trace_context,
+        insert into "jobkit".jobs (type, payload, priority, scheduled_for, max_attempts, trace_context,
                                   concurrency_key)
         values (p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts,
                 p_trace_context, v_key)
@@ -450,7 +186,7 @@ begin
         return v_id;
     end if;
     loop
-        insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, idempotency_key,
+        insert into "jobkit".jobs (type, payload, priority, scheduled_for, max_attempts, idempotency_key,
                                   trace_context, concurrency_key)
         values (p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts,
                 p_idempotency_key, p_trace_context, v_key)
@@ -461,7 +197,7 @@ begin
         if v_id is not null then
             return v_id;
         end if;
-        select j.id into v_id from {{ s }}.jobs j
+        select j.id into v_id from "jobkit".jobs j
         where j.type = p_type and j.idempotency_key = p_idempotency_key
           and j.status in ('pending', 'processing');
         if v_id is not null then
@@ -475,7 +211,7 @@ $$;
 -- Debounce (p_debounce: a pending job of the key takes the new payload, and the new enqueuer's
 -- trace context, and runs p_debounce after this enqueue) and throttle (p_throttle: one job per key
 -- per window; later enqueues return its id). p_trace_context since 0008.
-create function {{ s }}._enqueue_windowed(
+create or replace function "jobkit"._enqueue_windowed(
     p_type text, p_payload jsonb, p_priority int, p_run_at timestamptz, p_max_attempts int,
     p_idempotency_key text, p_key text, p_debounce interval, p_throttle interval,
     p_trace_context jsonb
@@ -502,42 +238,42 @@ begin
     if p_throttle is not null then
         -- The first enqueue of a window takes it; the conflicting row is locked even when the
         -- window is still open, so the look-up below sees its committed holder.
-        insert into {{ s }}.enqueue_windows as w (type, kind, key, job_id, until)
+        insert into "jobkit".enqueue_windows as w (type, kind, key, job_id, until)
         values (p_type, 'throttle', p_key, v_new, now() + p_throttle)
         on conflict (type, kind, key) do update set job_id = excluded.job_id, until = excluded.until
             where w.until <= now()
         returning w.job_id into v_id;
         if v_id is null then
-            select w.job_id into v_id from {{ s }}.enqueue_windows w
+            select w.job_id into v_id from "jobkit".enqueue_windows w
             where w.type = p_type and w.kind = 'throttle' and w.key = p_key;
             return v_id;
         end if;
-        insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, concurrency_key,
+        insert into "jobkit".jobs (id, type, payload, priority, scheduled_for, max_attempts, concurrency_key,
                                   trace_context)
         values (v_new, p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts, p_key,
                 p_trace_context);
         return v_new;
     end if;
     -- Debounce: lock the key's row (created on first use), then move its pending job or add one.
-    insert into {{ s }}.enqueue_windows as w (type, kind, key) values (p_type, 'debounce', p_key)
+    insert into "jobkit".enqueue_windows as w (type, kind, key) values (p_type, 'debounce', p_key)
     on conflict (type, kind, key) do update set kind = excluded.kind
     returning w.job_id into v_id;
     if v_id is not null then
-        update {{ s }}.jobs j
+        update "jobkit".jobs j
         set payload = p_payload, scheduled_for = now() + p_debounce, priority = coalesce(p_priority, 0),
             max_attempts = p_max_attempts, trace_context = p_trace_context, updated_at = now()
         where j.id = v_id and j.status = 'pending';
         if found then
-            update {{ s }}.enqueue_windows w set until = now() + p_debounce
+            update "jobkit".enqueue_windows w set until = now() + p_debounce
             where w.type = p_type and w.kind = 'debounce' and w.key = p_key;
             return v_id;
         end if;
     end if;
-    insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, concurrency_key,
+    insert into "jobkit".jobs (id, type, payload, priority, scheduled_for, max_attempts, concurrency_key,
                               trace_context)
     values (v_new, p_type, p_payload, coalesce(p_priority, 0), now() + p_debounce, p_max_attempts, p_key,
             p_trace_context);
-    update {{ s }}.enqueue_windows w set job_id = v_new, until = now() + p_debounce
+    update "jobkit".enqueue_windows w set job_id = v_new, until = now() + p_debounce
     where w.type = p_type and w.kind = 'debounce' and w.key = p_key;
     return v_new;
 end
@@ -547,7 +283,7 @@ $$;
 -- come back with their 1-based position in the input; a repeated idempotency key gets the id of the
 -- unfinished job that holds it, whether that job is older or earlier in the same batch.
 -- p_trace_context (one object, not an array): the enqueuer's trace context, stored on every new job.
-create function {{ s }}.enqueue_many(
+create or replace function "jobkit".enqueue_many(
     p_type text[],
     p_payload jsonb[],
     p_priority int[] default null,
@@ -577,12 +313,12 @@ begin
                p_max_attempts[u.ord] as max_attempts,
                p_idempotency_key[u.ord] as key,
                coalesce(p_concurrency_key[u.ord],
-                        case when t.key_template is not null then {{ s }}._render_key(t.key_template, u.payload) end,
+                        case when t.key_template is not null then "jobkit"._render_key(t.key_template, u.payload) end,
                         case when t.fair then '' end) as concurrency_key
         from unnest(p_type, p_payload) with ordinality as u(type, payload, ord)
-        left join {{ s }}.job_types t on t.type = u.type
+        left join "jobkit".job_types t on t.type = u.type
     ), inserted as (
-        insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, idempotency_key,
+        insert into "jobkit".jobs (id, type, payload, priority, scheduled_for, max_attempts, idempotency_key,
                                   trace_context, concurrency_key)
         select i.new_id, i.type, i.payload, i.priority, i.run_at, i.max_attempts, i.key, p_trace_context,
                i.concurrency_key
@@ -597,14 +333,14 @@ begin
     left join inserted x on x.id = i.new_id
     left join inserted y on i.key is not null and y.type = i.type and y.idempotency_key = i.key
     left join lateral (
-        select j.id from {{ s }}.jobs j
+        select j.id from "jobkit".jobs j
         where i.key is not null and j.type = i.type and j.idempotency_key = i.key
           and j.status in ('pending', 'processing')
     ) e on true;
     -- A key held by a transaction that committed after this statement's snapshot: resolve it anew.
     for k in 1 .. coalesce(cardinality(v_ids), 0) loop
         if v_ids[k] is null then
-            v_ids[k] := {{ s }}.enqueue(p_type[k], p_payload[k], p_priority[k], p_run_at[k],
+            v_ids[k] := "jobkit".enqueue(p_type[k], p_payload[k], p_priority[k], p_run_at[k],
                                         p_max_attempts[k], p_idempotency_key[k], p_trace_context,
                                         p_concurrency_key[k]);
         end if;
@@ -617,7 +353,7 @@ $$;
 -- or one string for all), the other columns as arrays (null = defaults). Without idempotency keys
 -- the rows are inserted straight from the documents (no jsonb[] built in between); with keys it is
 -- enqueue_many. Returns the ids in input order. p_trace_context: as enqueue_many's.
-create function {{ s }}.enqueue_json(
+create or replace function "jobkit".enqueue_json(
     p_types jsonb,
     p_payloads jsonb,
     p_priority int[] default null,
@@ -642,8 +378,8 @@ begin
     end if;
     if (p_idempotency_key is not null and cardinality(array_remove(p_idempotency_key, null)) > 0)
        or (p_concurrency_key is not null and cardinality(array_remove(p_concurrency_key, null)) > 0)
-       or exists (select 1 from {{ s }}.job_types t where t.fair and p_types ? t.type) then
-        return query select e.id from {{ s }}.enqueue_many(
+       or exists (select 1 from "jobkit".job_types t where t.fair and p_types ? t.type) then
+        return query select e.id from "jobkit".enqueue_many(
             case when jsonb_typeof(p_types) = 'string'
                  then array_fill(p_types #>> '{}', array[jsonb_array_length(p_payloads)])
                  else array(select jsonb_array_elements_text(p_types)) end,
@@ -655,7 +391,7 @@ begin
     -- Ids are drawn first, so they come back in input order whatever order the insert runs in.
     v_ids := array(select gen_random_uuid() from generate_series(1, jsonb_array_length(p_payloads)));
     v_one := case when jsonb_typeof(p_types) = 'string' then p_types #>> '{}' end;
-    insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, trace_context)
+    insert into "jobkit".jobs (id, type, payload, priority, scheduled_for, max_attempts, trace_context)
     select v_ids[e.n], coalesce(v_one, p_types ->> (e.n - 1)::int), e.v, coalesce(p_priority[e.n], 0),
            coalesce(p_run_at[e.n], now()), p_max_attempts[e.n], p_trace_context
     from jsonb_array_elements(p_payloads) with ordinality as e(v, n);
@@ -663,20 +399,20 @@ begin
 end
 $$;
 
--- ================================================================================================
--- 4. The public API: claim and finish (the worker's lifecycle)
--- ================================================================================================
+-- The public API: claim (the worker's lifecycle)
+-- sql/functions/30_claim.sql: claim_jobs, the fair claim of types with concurrency limits, and the seed's pick_jobs.
+-- Applied in file-name order (after 20_enqueue.sql, before 40_finish.sql); sql/functions/README.md says how deploy applies these files.
 
 -- Claim up to p_limit due jobs of one type for p_worker, for p_lease (at least 5 seconds), never more
 -- than the rate limit's tokens allow (p_rate_key, else the type's rate_limit; unused tokens are given
 -- back). p_max_attempts is the claiming handler's own max_attempts (null: none). Returns what a
 -- handler needs, in priority order; max_attempts is the number of this round's last attempt
 -- (round_start + the attempt limit), so attempts = max_attempts means "the last try"; trace_context
--- is the enqueuer's (0004). The ids go through an array so that the update probes the primary key
+-- is the enqueuer's. The ids go through an array so that the update probes the primary key
 -- whatever the planner guesses. Nothing of a paused type; a paused key's jobs are skipped. A fair
 -- type (job_types.fair) claims through _claim_fair: per-key and per-type running limits, keys
 -- served round-robin.
-create function {{ s }}.claim_jobs(
+create or replace function "jobkit".claim_jobs(
     p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text default null,
     p_max_attempts int default null
 ) returns table (id uuid, type text, attempts int, max_attempts int, priority int, payload jsonb,
@@ -697,16 +433,16 @@ begin
         raise exception 'jobkit.claim_jobs: p_lease must be at least 5 seconds' using errcode = '22023';
     end if;
     select t.rate_limit, t.max_attempts, t.fair, t.max_running_per_key, t.max_running,
-           array(select p.key from {{ s }}.pauses p where p.type = p_type)
+           array(select p.key from "jobkit".pauses p where p.type = p_type)
     into v_key, v_type_max, v_fair, v_per_key, v_max_running, v_paused
-    from {{ s }}.job_types t
+    from "jobkit".job_types t
     where t.type in (p_type, '*') order by t.type = '*' limit 1;
     if array_position(v_paused, null) is not null then
         return;  -- the type is paused
     end if;
     v_key := coalesce(p_rate_key, v_key);
     if v_fair then
-        return query select * from {{ s }}._claim_fair(p_type, v_limit, p_worker, p_lease, v_key,
+        return query select * from "jobkit"._claim_fair(p_type, v_limit, p_worker, p_lease, v_key,
                                                       p_max_attempts, v_type_max, v_per_key,
                                                       v_max_running, v_paused);
         return;
@@ -714,22 +450,22 @@ begin
     if v_key is not null then
         -- Take tokens only for jobs that exist: count the due ones first (cheap, bounded by p_limit).
         select count(*) into v_claimed from (
-            select 1 from {{ s }}.jobs j
+            select 1 from "jobkit".jobs j
             where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now() limit v_limit
         ) due;
-        v_limit := {{ s }}.take_tokens(v_key, v_claimed);
+        v_limit := "jobkit".take_tokens(v_key, v_claimed);
         if v_limit = 0 then
             return;
         end if;
     end if;
     return query
     with claimed as (
-        update {{ s }}.jobs j
+        update "jobkit".jobs j
         set status = 'processing', attempts = j.attempts + 1, started_at = now(),
             lease_expires_at = now() + p_lease, worker_id = p_worker,
             handler_max_attempts = p_max_attempts, updated_at = now()
         where j.id = any (array(
-            select c.id from {{ s }}.jobs c
+            select c.id from "jobkit".jobs c
             where c.type = p_type and c.status = 'pending' and c.scheduled_for <= now()
               and (cardinality(v_paused) = 0 or c.concurrency_key is null or c.concurrency_key <> all (v_paused))
             order by c.priority desc, c.scheduled_for
@@ -737,33 +473,17 @@ begin
             for update skip locked
         ))
         returning j.id, j.type, j.attempts,
-                  j.round_start + {{ s }}.attempt_limit(j.max_attempts, p_max_attempts, v_type_max) as cap,
+                  j.round_start + "jobkit".attempt_limit(j.max_attempts, p_max_attempts, v_type_max) as cap,
                   j.priority, j.payload, j.idempotency_key, j.scheduled_for, j.trace_context
     )
     select c.id, c.type, c.attempts, c.cap, c.priority, c.payload, c.idempotency_key, c.trace_context
     from claimed c order by c.priority desc, c.scheduled_for;
     if v_key is not null then
         get diagnostics v_claimed = row_count;
-        perform {{ s }}.return_tokens(v_key, v_limit - v_claimed);
+        perform "jobkit".return_tokens(v_key, v_limit - v_claimed);
     end if;
 end
 $$;
-
--- One probe of jobs_key_claim_idx for _claim_fair: the first key past the bound, and the due ones
--- among its first v_take jobs in claim order (null: none of them is due).
-{% macro key_head(bound) -%}
-select r.key, array_agg(r.id order by r.o) filter (where r.at <= now()) as ids
-                 from (select j.concurrency_key as key, j.id, j.scheduled_for as at,
-                              row_number() over v as o, first_value(j.concurrency_key) over v as k1
-                       from {{ s }}.jobs j
-                       where j.type = p_type and j.status = 'pending' and {{ bound }}
-                       window v as (order by j.concurrency_key, j.priority desc, j.scheduled_for
-                                    rows unbounded preceding)
-                       order by j.concurrency_key, j.priority desc, j.scheduled_for
-                       limit v_take) r
-                 where r.key = r.k1
-                 group by r.key
-{%- endmacro %}
 
 -- The claim of a fair type (see claim_jobs). One claimer of the type at a time: every job of the
 -- type enters processing under this transaction-level advisory lock, and in READ COMMITTED each
@@ -773,10 +493,10 @@ select r.key, array_agg(r.id order by r.o) filter (where r.at <= now()) as ids
 -- the previous claim served), each key with due jobs and room gets its first job, then its second,
 -- ...; a job without a key of its own is in the key ''. One index probe per key finds the key and
 -- its first jobs in claim order (as many as the batch needs per key, from how many keys the
--- previous claim found, key_cursors.keys; 0008): a claim walks each key once. Its statements keep
+-- previous claim found, key_cursors.keys): a claim walks each key once. Its statements keep
 -- one generic plan (plan_cache_mode): planning the walk afresh took as long as running it; and
 -- no JIT: the walk's estimated cost crossed jit_above_cost, and compiling it took 50-100 ms a claim.
-create function {{ s }}._claim_fair(
+create or replace function "jobkit"._claim_fair(
     p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text, p_max_attempts int,
     p_type_max int, p_per_key int, p_max_running int, p_paused text[]
 ) returns table (id uuid, type text, attempts int, max_attempts int, priority int, payload jsonb,
@@ -802,9 +522,9 @@ begin
         raise exception 'jobkit.claim_jobs: job type % has concurrency limits: claim it in a READ COMMITTED transaction', p_type
             using errcode = '25000';
     end if;
-    perform pg_advisory_xact_lock(hashtextextended({{ schema | literal }} || '.claim:' || p_type, 0));
+    perform pg_advisory_xact_lock(hashtextextended('jobkit' || '.claim:' || p_type, 0));
     if p_max_running is not null then
-        select least(v_limit, p_max_running - count(*)::int) into v_limit from {{ s }}.jobs r
+        select least(v_limit, p_max_running - count(*)::int) into v_limit from "jobkit".jobs r
         where r.type = p_type and r.status = 'processing' and r.concurrency_key is not null;
     end if;
     if v_limit <= 0 then
@@ -812,16 +532,16 @@ begin
     end if;
     if p_rate_key is not null then
         select count(*) into v_tokens from (
-            select 1 from {{ s }}.jobs j
+            select 1 from "jobkit".jobs j
             where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now() limit v_limit
         ) due;
-        v_limit := {{ s }}.take_tokens(p_rate_key, v_tokens);
+        v_limit := "jobkit".take_tokens(p_rate_key, v_tokens);
         v_tokens := v_limit;
         if v_limit = 0 then
             return;
         end if;
     end if;
-    select c.last_key, c.keys into v_cursor, v_seen from {{ s }}.key_cursors c where c.type = p_type;
+    select c.last_key, c.keys into v_cursor, v_seen from "jobkit".key_cursors c where c.type = p_type;
     for v_pass in 1 .. 4 loop
         v_want := v_limit - v_total;
         exit when v_want <= 0;
@@ -830,15 +550,55 @@ begin
         -- with up to v_take of its due jobs in claim order: one probe of jobs_key_claim_idx per key
         -- (a second one only for a key whose first jobs are all scheduled later).
         with recursive after_cursor(key, ids, n) as (
-            (select h.key, h.ids, 1 from ({{ key_head('j.concurrency_key > v_cursor') }}) h)
+            (select h.key, h.ids, 1 from (select r.key, array_agg(r.id order by r.o) filter (where r.at <= now()) as ids
+                 from (select j.concurrency_key as key, j.id, j.scheduled_for as at,
+                              row_number() over v as o, first_value(j.concurrency_key) over v as k1
+                       from "jobkit".jobs j
+                       where j.type = p_type and j.status = 'pending' and j.concurrency_key > v_cursor
+                       window v as (order by j.concurrency_key, j.priority desc, j.scheduled_for
+                                    rows unbounded preceding)
+                       order by j.concurrency_key, j.priority desc, j.scheduled_for
+                       limit v_take) r
+                 where r.key = r.k1
+                 group by r.key) h)
             union all
             select h.key, h.ids, a.n + 1
-            from after_cursor a cross join lateral ({{ key_head('j.concurrency_key > a.key') }}) h
+            from after_cursor a cross join lateral (select r.key, array_agg(r.id order by r.o) filter (where r.at <= now()) as ids
+                 from (select j.concurrency_key as key, j.id, j.scheduled_for as at,
+                              row_number() over v as o, first_value(j.concurrency_key) over v as k1
+                       from "jobkit".jobs j
+                       where j.type = p_type and j.status = 'pending' and j.concurrency_key > a.key
+                       window v as (order by j.concurrency_key, j.priority desc, j.scheduled_for
+                                    rows unbounded preceding)
+                       order by j.concurrency_key, j.priority desc, j.scheduled_for
+                       limit v_take) r
+                 where r.key = r.k1
+                 group by r.key) h
         ), up_to_cursor(key, ids, n) as (
-            (select h.key, h.ids, 1000000000 from ({{ key_head('j.concurrency_key is not null') }}) h)
+            (select h.key, h.ids, 1000000000 from (select r.key, array_agg(r.id order by r.o) filter (where r.at <= now()) as ids
+                 from (select j.concurrency_key as key, j.id, j.scheduled_for as at,
+                              row_number() over v as o, first_value(j.concurrency_key) over v as k1
+                       from "jobkit".jobs j
+                       where j.type = p_type and j.status = 'pending' and j.concurrency_key is not null
+                       window v as (order by j.concurrency_key, j.priority desc, j.scheduled_for
+                                    rows unbounded preceding)
+                       order by j.concurrency_key, j.priority desc, j.scheduled_for
+                       limit v_take) r
+                 where r.key = r.k1
+                 group by r.key) h)
             union all
             select h.key, h.ids, u.n + 1
-            from up_to_cursor u cross join lateral ({{ key_head('j.concurrency_key > u.key') }}) h
+            from up_to_cursor u cross join lateral (select r.key, array_agg(r.id order by r.o) filter (where r.at <= now()) as ids
+                 from (select j.concurrency_key as key, j.id, j.scheduled_for as at,
+                              row_number() over v as o, first_value(j.concurrency_key) over v as k1
+                       from "jobkit".jobs j
+                       where j.type = p_type and j.status = 'pending' and j.concurrency_key > u.key
+                       window v as (order by j.concurrency_key, j.priority desc, j.scheduled_for
+                                    rows unbounded preceding)
+                       order by j.concurrency_key, j.priority desc, j.scheduled_for
+                       limit v_take) r
+                 where r.key = r.k1
+                 group by r.key) h
             where v_cursor is null or u.key < v_cursor
         ), walk as (
             select a.key, a.ids, a.n from after_cursor a
@@ -847,14 +607,14 @@ begin
         ), open as (
             select w.key, w.n,
                    (coalesce(w.ids, array(  -- only later jobs first: its due ones of lower priority
-                        select d.id from {{ s }}.jobs d
+                        select d.id from "jobkit".jobs d
                         where d.type = p_type and d.concurrency_key = w.key and d.status = 'pending'
                           and d.scheduled_for <= now()
                         order by d.priority desc, d.scheduled_for limit v_take)))[1:r.room] as ids
             from walk w
             cross join lateral (
                 select case when p_per_key is null then v_take
-                            else least(v_take, p_per_key - (select count(*)::int from {{ s }}.jobs x
+                            else least(v_take, p_per_key - (select count(*)::int from "jobkit".jobs x
                                                              where x.type = p_type and x.concurrency_key = w.key
                                                                and x.status = 'processing')) end as room
             ) r
@@ -876,13 +636,13 @@ begin
         v_seen := v_found;  -- the next pass, and the next claim, share the work among these keys
         return query
         with claimed as (
-            update {{ s }}.jobs j
+            update "jobkit".jobs j
             set status = 'processing', attempts = j.attempts + 1, started_at = now(),
                 lease_expires_at = now() + p_lease, worker_id = p_worker,
                 handler_max_attempts = p_max_attempts, updated_at = now()
             where j.id = any (v_ids) and j.status = 'pending' and j.scheduled_for <= now()
             returning j.id, j.type, j.attempts,
-                      j.round_start + {{ s }}.attempt_limit(j.max_attempts, p_max_attempts, p_type_max) as cap,
+                      j.round_start + "jobkit".attempt_limit(j.max_attempts, p_max_attempts, p_type_max) as cap,
                       j.priority, j.payload, j.idempotency_key, j.trace_context
         )
         select c.id, c.type, c.attempts, c.cap, c.priority, c.payload, c.idempotency_key, c.trace_context
@@ -894,45 +654,49 @@ begin
         exit when not v_full and v_found < v_want;
     end loop;
     if v_cursor is not null then
-        insert into {{ s }}.key_cursors as c (type, last_key, keys) values (p_type, v_cursor, v_seen)
+        insert into "jobkit".key_cursors as c (type, last_key, keys) values (p_type, v_cursor, v_seen)
         on conflict (type) do update set last_key = excluded.last_key, keys = excluded.keys,
                                          updated_at = now();
     end if;
     if p_rate_key is not null then
-        perform {{ s }}.return_tokens(p_rate_key, v_tokens - v_total);
+        perform "jobkit".return_tokens(p_rate_key, v_tokens - v_total);
     end if;
 end
 $$;
 
 -- The seed's signature, over claim_jobs: whole rows, as claimed.
-create function {{ s }}.pick_jobs(p_type text, p_limit int, p_worker text, p_lease interval)
-returns setof {{ s }}.jobs
+create or replace function "jobkit".pick_jobs(p_type text, p_limit int, p_worker text, p_lease interval)
+returns setof "jobkit".jobs
 language plpgsql volatile set search_path = '' as $$
 declare
     v_ids uuid[];
 begin
-    v_ids := array(select c.id from {{ s }}.claim_jobs(p_type, p_limit, p_worker, p_lease) c);
-    return query select j.* from {{ s }}.jobs j where j.id = any (v_ids)
+    v_ids := array(select c.id from "jobkit".claim_jobs(p_type, p_limit, p_worker, p_lease) c);
+    return query select j.* from "jobkit".jobs j where j.id = any (v_ids)
                  order by j.priority desc, j.scheduled_for;
 end
 $$;
 
 -- The seed's one-job form: pick_jobs for one job under the type's configured lease.
-create function {{ s }}.pick_job(p_type text) returns setof {{ s }}.jobs
+create or replace function "jobkit".pick_job(p_type text) returns setof "jobkit".jobs
 language sql volatile set search_path = '' as $$
-    select * from {{ s }}.pick_jobs(p_type, 1, 'pick_job', ({{ s }}.type_settings(p_type)).lease)
+    select * from "jobkit".pick_jobs(p_type, 1, 'pick_job', ("jobkit".type_settings(p_type)).lease)
 $$;
+
+-- The public API: finish an attempt (the worker's lifecycle)
+-- sql/functions/40_finish.sql: the fenced completions, failures, snoozes, lease extensions, releases, heartbeats and progress.
+-- Applied in file-name order (after 30_claim.sql, before 50_operate.sql); sql/functions/README.md says how deploy applies these files.
 
 -- Complete many (id, attempt) pairs in one fenced statement. p_results null = every result null
 -- (handlers that return nothing: nothing to decode, nothing to look up). Waiters are notified.
-create function {{ s }}.complete_jobs(p_ids uuid[], p_attempts int[], p_results jsonb[])
+create or replace function "jobkit".complete_jobs(p_ids uuid[], p_attempts int[], p_results jsonb[])
 returns setof uuid
 language plpgsql volatile set search_path = '' as $$
 declare
     v_done uuid[];
 begin
     with done as (
-        update {{ s }}.jobs j
+        update "jobkit".jobs j
         set status = 'completed',
             result = case when p_results is null then null else p_results[array_position(p_ids, j.id)] end,
             completed_at = now(), lease_expires_at = null, updated_at = now()
@@ -942,23 +706,23 @@ begin
     )
     select array_agg(d.id) into v_done from done d;
     if v_done is not null then
-        perform {{ s }}._notify_done(v_done);
+        perform "jobkit"._notify_done(v_done);
     end if;
     return query select unnest(v_done);
 end
 $$;
 
 -- One fenced completion: true when the attempt still held the job.
-create function {{ s }}.complete_job(p_id uuid, p_attempt int, p_result jsonb) returns boolean
+create or replace function "jobkit".complete_job(p_id uuid, p_attempt int, p_result jsonb) returns boolean
 language sql volatile set search_path = '' as $$
-    select exists (select 1 from {{ s }}.complete_jobs(array[p_id], array[p_attempt], array[p_result]))
+    select exists (select 1 from "jobkit".complete_jobs(array[p_id], array[p_attempt], array[p_result]))
 $$;
 
 -- Record failed attempts. Each job goes back to pending after p_retry_in (default: the type's
 -- backoff, never less than 1 s) while its round has attempts left and the failure is not
 -- permanent, else to failed (and waiters are notified). Returns (id, new status) for the jobs the
 -- attempt still held (fenced).
-create function {{ s }}.fail_jobs(
+create or replace function "jobkit".fail_jobs(
     p_ids uuid[], p_attempts int[], p_errors text[],
     p_retry_in interval[] default null, p_permanent boolean[] default null
 ) returns table (id uuid, status text)
@@ -973,17 +737,17 @@ begin
                not coalesce(p_permanent[u.ord], false) as may_retry
         from unnest(p_ids, p_attempts, p_errors) with ordinality as u(id, attempt, error, ord)
     ), decided as (
-        select i.*, i.may_retry and j.attempts - j.round_start < {{ s }}.attempt_limit(
+        select i.*, i.may_retry and j.attempts - j.round_start < "jobkit".attempt_limit(
                    j.max_attempts, j.handler_max_attempts, coalesce(t.max_attempts, d.max_attempts)) as again
         from input i
-        join {{ s }}.jobs j on j.id = i.id
-        cross join (select x.max_attempts from {{ s }}.job_types x where x.type = '*') d
-        left join {{ s }}.job_types t on t.type = j.type
+        join "jobkit".jobs j on j.id = i.id
+        cross join (select x.max_attempts from "jobkit".job_types x where x.type = '*') d
+        left join "jobkit".job_types t on t.type = j.type
     ), changed as (
-        update {{ s }}.jobs j
+        update "jobkit".jobs j
         set status = case when i.again then 'pending' else 'failed' end,
             scheduled_for = case when i.again
-                then now() + greatest(coalesce(i.retry_in, {{ s }}.backoff(j.type, j.attempts - j.round_start)),
+                then now() + greatest(coalesce(i.retry_in, "jobkit".backoff(j.type, j.attempts - j.round_start)),
                                       interval '1 second')
                 else j.scheduled_for end,
             completed_at = case when i.again then null else now() end,
@@ -992,14 +756,14 @@ begin
         where j.id = any (p_ids) and j.id = i.id and j.status = 'processing' and j.attempts = i.attempt
         returning j.id, j.status, j.attempts, j.worker_id, j.started_at, j.last_error
     ), history as (
-        insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
+        insert into "jobkit".job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
         select c.id, c.attempts, c.worker_id, c.started_at,
                case when c.status = 'pending' then 'retry' else 'failed' end, c.last_error
         from changed c
     )
     select array_agg(c.id), array_agg(c.status) into v_ids, v_statuses from changed c;
     if 'failed' = any (v_statuses) then
-        perform {{ s }}._notify_done(array(
+        perform "jobkit"._notify_done(array(
             select u.id from unnest(v_ids, v_statuses) as u(id, status) where u.status = 'failed'));
     end if;
     return query select u.id, u.status from unnest(v_ids, v_statuses) as u(id, status);
@@ -1007,28 +771,28 @@ end
 $$;
 
 -- One fenced failure: the new status (pending = a retry is scheduled, failed), null when fenced out.
-create function {{ s }}.fail_job(
+create or replace function "jobkit".fail_job(
     p_id uuid, p_attempt int, p_error text,
     p_retry_in interval default null, p_permanent boolean default false
 ) returns text
 language sql volatile set search_path = '' as $$
-    select f.status from {{ s }}.fail_jobs(array[p_id], array[p_attempt], array[p_error],
+    select f.status from "jobkit".fail_jobs(array[p_id], array[p_attempt], array[p_error],
                                            array[p_retry_in], array[p_permanent]) f
 $$;
 
 -- Put a claimed job back to pending at now() + p_delay without consuming its attempt (rate limits,
 -- 429 Retry-After, a worker shutting down). Fenced like complete_job.
-create function {{ s }}.snooze_job(p_id uuid, p_attempt int, p_delay interval) returns boolean
+create or replace function "jobkit".snooze_job(p_id uuid, p_attempt int, p_delay interval) returns boolean
 language sql volatile set search_path = '' as $$
     with changed as (
-        update {{ s }}.jobs j
+        update "jobkit".jobs j
         set status = 'pending', attempts = j.attempts - 1,
             scheduled_for = now() + greatest(coalesce(p_delay, interval '0'), interval '0'),
             lease_expires_at = null, updated_at = now()
         where j.id = p_id and j.status = 'processing' and j.attempts = p_attempt
         returning j.id, j.worker_id, j.started_at
     ), history as (
-        insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome)
+        insert into "jobkit".job_attempts (job_id, attempt, worker_id, started_at, outcome)
         select c.id, p_attempt, c.worker_id, c.started_at, 'snoozed' from changed c
     )
     select exists (select 1 from changed)
@@ -1036,20 +800,20 @@ $$;
 
 -- Heartbeat: push the lease of a running attempt to at least now() + p_by. Returns the new deadline,
 -- or null when the attempt no longer holds the job (stop working on it).
-create function {{ s }}.extend_lease(p_id uuid, p_attempt int, p_by interval) returns timestamptz
+create or replace function "jobkit".extend_lease(p_id uuid, p_attempt int, p_by interval) returns timestamptz
 language sql volatile set search_path = '' as $$
-    update {{ s }}.jobs j
+    update "jobkit".jobs j
     set lease_expires_at = greatest(j.lease_expires_at, now() + p_by), updated_at = now()
     where j.id = p_id and j.status = 'processing' and j.attempts = p_attempt
     returning j.lease_expires_at
 $$;
 
 -- Heartbeat many running attempts at once; returns the ids whose lease was extended.
-create function {{ s }}.extend_leases(p_ids uuid[], p_attempts int[], p_by interval) returns setof uuid
+create or replace function "jobkit".extend_leases(p_ids uuid[], p_attempts int[], p_by interval) returns setof uuid
 language plpgsql volatile set search_path = '' as $$
 begin
     return query
-    update {{ s }}.jobs j
+    update "jobkit".jobs j
     set lease_expires_at = greatest(j.lease_expires_at, now() + p_by), updated_at = now()
     where j.id = any (p_ids) and j.status = 'processing'
       and j.attempts = p_attempts[array_position(p_ids, j.id)]
@@ -1059,43 +823,43 @@ $$;
 
 -- Hand claimed jobs back (a worker shutting down): pending again now, attempt not consumed,
 -- recorded as 'released' (0009; 'snoozed' before).
-create function {{ s }}.release_jobs(p_ids uuid[], p_attempts int[]) returns setof uuid
+create or replace function "jobkit".release_jobs(p_ids uuid[], p_attempts int[]) returns setof uuid
 language plpgsql volatile set search_path = '' as $$
 begin
     return query
     with changed as (
-        update {{ s }}.jobs j
+        update "jobkit".jobs j
         set status = 'pending', attempts = j.attempts - 1, scheduled_for = now(),
             lease_expires_at = null, updated_at = now()
         where j.id = any (p_ids) and j.status = 'processing'
           and j.attempts = p_attempts[array_position(p_ids, j.id)]
         returning j.id, j.attempts + 1 as attempt, j.worker_id, j.started_at
     ), history as (
-        insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
+        insert into "jobkit".job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
         select c.id, c.attempt, c.worker_id, c.started_at, 'released', 'released by a stopping worker'
         from changed c
     )
     select c.id from changed c;
     -- another worker takes them now, not at the next cron wake-up (never coalesced: wake())
-    perform {{ s }}.wake(r.type) from (
-        select distinct j.type from {{ s }}.jobs j where j.id = any (p_ids) and j.status = 'pending'
+    perform "jobkit".wake(r.type) from (
+        select distinct j.type from "jobkit".jobs j where j.id = any (p_ids) and j.status = 'pending'
     ) r;
 end
 $$;
 
 -- Of these running attempts, the ones that no longer hold their job, with the job's status now
 -- (cancelled: cancel_job stopped it; gone: deleted). Workers ask once a second, on their heartbeat.
-create function {{ s }}.running_check(p_ids uuid[], p_attempts int[]) returns table (id uuid, status text)
+create or replace function "jobkit".running_check(p_ids uuid[], p_attempts int[]) returns table (id uuid, status text)
 language sql stable set search_path = '' as $$
     select u.id, coalesce(j.status, 'gone')
     from unnest(p_ids, p_attempts) as u(id, attempt)
-    left join {{ s }}.jobs j on j.id = u.id
+    left join "jobkit".jobs j on j.id = u.id
     where j.id is null or j.status <> 'processing' or j.attempts <> u.attempt
 $$;
 
 -- Store the progress handlers reported (ctx.progress) for running attempts: p_progress is a JSON
 -- array of objects parallel to p_ids. Fenced like extend_leases; returns the ids it updated.
-create function {{ s }}.set_progress(p_ids uuid[], p_attempts int[], p_progress jsonb) returns setof uuid
+create or replace function "jobkit".set_progress(p_ids uuid[], p_attempts int[], p_progress jsonb) returns setof uuid
 language plpgsql volatile set search_path = '' as $$
 begin
     if pg_catalog.jsonb_typeof(p_progress) is distinct from 'array'
@@ -1104,7 +868,7 @@ begin
             using errcode = '22023';
     end if;
     return query
-    update {{ s }}.jobs j
+    update "jobkit".jobs j
     set progress = p_progress -> (array_position(p_ids, j.id) - 1)
     where j.id = any (p_ids) and j.status = 'processing'
       and j.attempts = p_attempts[array_position(p_ids, j.id)]
@@ -1112,17 +876,25 @@ begin
 end
 $$;
 
--- ================================================================================================
--- 5. The public API: operators and the built-in schedules
--- ================================================================================================
+-- Tell waiters (jobkit.wait) that these jobs finished: one notification per 200 ids.
+create or replace function "jobkit"._notify_done(p_ids uuid[]) returns void
+language sql volatile set search_path = '' as $$
+    select pg_catalog.pg_notify('jobkit_done',
+                                pg_catalog.array_to_string(p_ids[i:i + 199], ','))
+    from pg_catalog.generate_series(1, coalesce(pg_catalog.cardinality(p_ids), 0), 200) as i
+$$;
+
+-- The public API: operators
+-- sql/functions/50_operate.sql: retry, cancel, delete, pause and resume.
+-- Applied in file-name order (after 40_finish.sql, before 60_sweeps.sql); sql/functions/README.md says how deploy applies these files.
 
 -- Run a failed, dead or cancelled job again now with a fresh round of attempts, and wake the worker.
-create function {{ s }}.retry_job(p_id uuid) returns boolean
+create or replace function "jobkit".retry_job(p_id uuid) returns boolean
 language plpgsql volatile set search_path = '' as $$
 declare
     v_type text;
 begin
-    update {{ s }}.jobs j
+    update "jobkit".jobs j
     set status = 'pending', scheduled_for = now(), completed_at = null, lease_expires_at = null,
         round_start = j.attempts, updated_at = now()
     where j.id = p_id and j.status in ('failed', 'dead', 'cancelled')
@@ -1130,25 +902,25 @@ begin
     if v_type is null then
         return false;
     end if;
-    perform {{ s }}._wake_for(v_type, 1, null);
+    perform "jobkit"._wake_for(v_type, 1, null);
     return true;
 end
 $$;
 
 -- Cancel a pending or processing job. A running attempt may finish, but its result is refused.
 -- Waiters are notified.
-create function {{ s }}.cancel_job(p_id uuid) returns boolean
+create or replace function "jobkit".cancel_job(p_id uuid) returns boolean
 language plpgsql volatile set search_path = '' as $$
 declare
     v_id uuid;
 begin
     with changed as (
-        update {{ s }}.jobs j
+        update "jobkit".jobs j
         set status = 'cancelled', completed_at = now(), lease_expires_at = null, updated_at = now()
         where j.id = p_id and j.status in ('pending', 'processing')
         returning j.id, j.attempts, j.worker_id, j.started_at
     ), history as (
-        insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome)
+        insert into "jobkit".job_attempts (job_id, attempt, worker_id, started_at, outcome)
         select c.id, c.attempts, c.worker_id, c.started_at, 'cancelled' from changed c
         where c.worker_id is not null and c.attempts > 0
     )
@@ -1156,14 +928,14 @@ begin
     if v_id is null then
         return false;
     end if;
-    perform {{ s }}._notify_done(array[v_id]);
+    perform "jobkit"._notify_done(array[v_id]);
     return true;
 end
 $$;
 
 -- Retry many jobs (retry_job for each): returns how many went back to pending. A job whose
 -- idempotency key a newer unfinished job now holds stays where it is, and the rest still retry.
-create function {{ s }}.retry_jobs(p_ids uuid[]) returns int
+create or replace function "jobkit".retry_jobs(p_ids uuid[]) returns int
 language plpgsql volatile set search_path = '' as $$
 declare
     v_id uuid;
@@ -1171,7 +943,7 @@ declare
 begin
     foreach v_id in array coalesce(p_ids, '{}') loop
         begin
-            if {{ s }}.retry_job(v_id) then
+            if "jobkit".retry_job(v_id) then
                 v_retried := v_retried + 1;
             end if;
         exception when unique_violation then
@@ -1183,53 +955,57 @@ end
 $$;
 
 -- Cancel many jobs (cancel_job for each): returns how many were cancelled.
-create function {{ s }}.cancel_jobs(p_ids uuid[]) returns int
+create or replace function "jobkit".cancel_jobs(p_ids uuid[]) returns int
 language sql volatile set search_path = '' as $$
-    select count(*) filter (where {{ s }}.cancel_job(i))::int from unnest(p_ids) as i
+    select count(*) filter (where "jobkit".cancel_job(i))::int from unnest(p_ids) as i
 $$;
 
 -- Delete many jobs with their attempt history: returns how many. A processing job is left alone
 -- (cancel it first: its worker still holds it).
-create function {{ s }}.delete_jobs(p_ids uuid[]) returns int
+create or replace function "jobkit".delete_jobs(p_ids uuid[]) returns int
 language sql volatile set search_path = '' as $$
     with gone as (
-        delete from {{ s }}.jobs j where j.id = any(p_ids) and j.status <> 'processing' returning j.id
+        delete from "jobkit".jobs j where j.id = any(p_ids) and j.status <> 'processing' returning j.id
     ), history as (
-        delete from {{ s }}.job_attempts a using gone g where a.job_id = g.id
+        delete from "jobkit".job_attempts a using gone g where a.job_id = g.id
     )
     select count(*)::int from gone
 $$;
 
 -- Pause a type (p_key null) or one key of it: its jobs are not claimed and (for a type) not woken
 -- for until resume_type. True when it was not paused yet.
-create function {{ s }}.pause_type(p_type text, p_key text default null) returns boolean
+create or replace function "jobkit".pause_type(p_type text, p_key text default null) returns boolean
 language plpgsql volatile set search_path = '' as $$
 begin
     if p_type is null or p_type = '' then
         raise exception 'jobkit.pause_type: p_type must be a non-empty job type' using errcode = '22023';
     end if;
-    insert into {{ s }}.pauses (type, key) values (p_type, p_key) on conflict do nothing;
+    insert into "jobkit".pauses (type, key) values (p_type, p_key) on conflict do nothing;
     return found;
 end
 $$;
 
 -- Resume a paused type or key and wake the workers for its due jobs. True when it was paused.
-create function {{ s }}.resume_type(p_type text, p_key text default null) returns boolean
+create or replace function "jobkit".resume_type(p_type text, p_key text default null) returns boolean
 language plpgsql volatile set search_path = '' as $$
 begin
-    delete from {{ s }}.pauses p where p.type = p_type and p.key is not distinct from p_key;
+    delete from "jobkit".pauses p where p.type = p_type and p.key is not distinct from p_key;
     if not found then
         return false;
     end if;
-    perform {{ s }}.wake(p_type);
+    perform "jobkit".wake(p_type);
     return true;
 end
 $$;
 
+-- The public API: the built-in schedules
+-- sql/functions/60_sweeps.sql: the stuck sweep, the dead sweep and pruning, which pg_cron runs.
+-- Applied in file-name order (after 50_operate.sql, before 70_wake.sql); sql/functions/README.md says how deploy applies these files.
+
 -- Processing jobs whose lease expired: back to pending with backoff while their round has attempts
 -- left, else failed (and waiters are notified), so every job reaches a state. The worker is told
 -- when the retries are due.
-create function {{ s }}.sweep_stuck() returns table (id uuid, status text)
+create or replace function "jobkit".sweep_stuck() returns table (id uuid, status text)
 language plpgsql volatile set search_path = '' as $$
 declare
     v_ids uuid[];
@@ -1239,21 +1015,21 @@ declare
     r record;
 begin
     with expired as (
-        select e.id, {{ s }}.attempt_limit(e.max_attempts, e.handler_max_attempts,
+        select e.id, "jobkit".attempt_limit(e.max_attempts, e.handler_max_attempts,
                                           coalesce(t.max_attempts, d.max_attempts)) as round_limit
-        from {{ s }}.jobs e
-        cross join (select x.max_attempts from {{ s }}.job_types x where x.type = '*') d
-        left join {{ s }}.job_types t on t.type = e.type
+        from "jobkit".jobs e
+        cross join (select x.max_attempts from "jobkit".job_types x where x.type = '*') d
+        left join "jobkit".job_types t on t.type = e.type
         where e.id = any (array(
-            select l.id from {{ s }}.jobs l
+            select l.id from "jobkit".jobs l
             where l.status = 'processing' and l.lease_expires_at < now()
             for update of l skip locked
         ))
     ), changed as (
-        update {{ s }}.jobs j
+        update "jobkit".jobs j
         set status = case when j.attempts - j.round_start < x.round_limit then 'pending' else 'failed' end,
             scheduled_for = case when j.attempts - j.round_start < x.round_limit
-                then now() + {{ s }}.backoff(j.type, j.attempts - j.round_start) else j.scheduled_for end,
+                then now() + "jobkit".backoff(j.type, j.attempts - j.round_start) else j.scheduled_for end,
             completed_at = case when j.attempts - j.round_start < x.round_limit then null else now() end,
             last_error = format('lease expired at %s (worker %s)', j.lease_expires_at, j.worker_id),
             lease_expires_at = null, updated_at = now()
@@ -1261,17 +1037,17 @@ begin
         where j.id = x.id and j.status = 'processing' and j.lease_expires_at < now()
         returning j.id, j.status, j.type, j.scheduled_for, j.attempts, j.worker_id, j.started_at, j.last_error
     ), history as (
-        insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
+        insert into "jobkit".job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
         select c.id, c.attempts, c.worker_id, c.started_at, 'lease_expired', c.last_error from changed c
     )
     select array_agg(c.id), array_agg(c.status), array_agg(c.type), array_agg(c.scheduled_for)
     into v_ids, v_statuses, v_types, v_due from changed c;
     for r in select u.type, min(u.due) as due from unnest(v_types, v_due, v_statuses) as u(type, due, status)
              where u.status = 'pending' group by u.type loop
-        perform {{ s }}._wake_for(r.type, 0, r.due);
+        perform "jobkit"._wake_for(r.type, 0, r.due);
     end loop;
     if 'failed' = any (v_statuses) then
-        perform {{ s }}._notify_done(array(
+        perform "jobkit"._notify_done(array(
             select u.id from unnest(v_ids, v_statuses) as u(id, status) where u.status = 'failed'));
     end if;
     return query select u.id, u.status from unnest(v_ids, v_statuses) as u(id, status);
@@ -1279,12 +1055,12 @@ end
 $$;
 
 -- Dead-letter failed jobs; returns how many moved.
-create function {{ s }}.sweep_dead() returns bigint
+create or replace function "jobkit".sweep_dead() returns bigint
 language sql volatile set search_path = '' as $$
     with moved as (
-        update {{ s }}.jobs j set status = 'dead', updated_at = now()
+        update "jobkit".jobs j set status = 'dead', updated_at = now()
         where j.id = any (array(
-            select f.id from {{ s }}.jobs f where f.status = 'failed' for update skip locked
+            select f.id from "jobkit".jobs f where f.status = 'failed' for update skip locked
         ))
           and j.status = 'failed'
         returning 1
@@ -1295,7 +1071,7 @@ $$;
 -- Delete finished jobs (completed, dead, cancelled) older than p_older_than, with their attempt
 -- history, p_batch_size rows per statement; rows another session holds are skipped, never waited on.
 -- Stops after p_max_batches. Returns the number of jobs deleted.
-create function {{ s }}.prune(
+create or replace function "jobkit".prune(
     p_older_than interval, p_batch_size int default 5000, p_max_batches int default 100
 ) returns bigint
 language plpgsql volatile set search_path = '' as $$
@@ -1306,12 +1082,12 @@ begin
     if p_older_than is null or p_older_than < interval '0' then
         raise exception 'jobkit.prune: p_older_than must be a non-negative interval' using errcode = '22023';
     end if;
-    delete from {{ s }}.enqueue_windows w where w.until < now() - p_older_than;
+    delete from "jobkit".enqueue_windows w where w.until < now() - p_older_than;
     for i in 1 .. greatest(p_max_batches, 1) loop
         with gone as (
-            delete from {{ s }}.jobs j
+            delete from "jobkit".jobs j
             where j.id = any (array(
-                select v.id from {{ s }}.jobs v
+                select v.id from "jobkit".jobs v
                 where v.status in ('completed', 'dead', 'cancelled')
                   and v.completed_at < now() - p_older_than
                 order by v.completed_at
@@ -1322,7 +1098,7 @@ begin
         )
         select array_agg(g.id) into v_ids from gone g;
         exit when v_ids is null;
-        delete from {{ s }}.job_attempts a where a.job_id = any (v_ids);
+        delete from "jobkit".job_attempts a where a.job_id = any (v_ids);
         v_total := v_total + cardinality(v_ids);
         exit when cardinality(v_ids) < p_batch_size;
     end loop;
@@ -1331,62 +1107,62 @@ end
 $$;
 
 -- Delete wake records older than p_older_than; returns how many.
-create function {{ s }}.prune_wakeups(p_older_than interval) returns bigint
+create or replace function "jobkit".prune_wakeups(p_older_than interval) returns bigint
 language sql volatile set search_path = '' as $$
     with gone as (
-        delete from {{ s }}.wakeups w where w.created_at < now() - p_older_than returning 1
+        delete from "jobkit".wakeups w where w.created_at < now() - p_older_than returning 1
     )
     select count(*) from gone
 $$;
 
--- ================================================================================================
--- 6. The public API: wake-ups
--- ================================================================================================
+-- The public API: wake-ups
+-- sql/functions/70_wake.sql: waking workers (pg_net or NOTIFY), coalescing, the due-time queries, and the insert trigger.
+-- Applied in file-name order (after 60_sweeps.sql, before 80_rate_limits.sql); sql/functions/README.md says how deploy applies these files.
 
 -- Wake the worker for one type when it has runnable work: over pg_net, up to
 -- ceil(backlog / batch_size) concurrent calls capped by p_max_calls (default: max_fanout); over
 -- NOTIFY, one notification for the listening workers. Returns the number of calls made. It never
 -- raises: a wake-up that cannot be sent is recorded as failed (and the cron backup tries again).
-create function {{ s }}.wake(p_type text, p_max_calls int default null) returns int
+create or replace function "jobkit".wake(p_type text, p_max_calls int default null) returns int
 language plpgsql volatile security definer set search_path = '' as $$
 declare
-    v_batch int := ({{ s }}.setting('batch_size'))::int;
-    v_cap int := greatest(coalesce(p_max_calls, ({{ s }}.setting('max_fanout'))::int), 1);
+    v_batch int := ("jobkit".setting('batch_size'))::int;
+    v_cap int := greatest(coalesce(p_max_calls, ("jobkit".setting('max_fanout'))::int), 1);
     v_backlog bigint;
 begin
-    if exists (select 1 from {{ s }}.pauses p where p.type = p_type and p.key is null) then
+    if exists (select 1 from "jobkit".pauses p where p.type = p_type and p.key is null) then
         return 0;
     end if;
     select count(*) into v_backlog from (
-        select 1 from {{ s }}.jobs j
+        select 1 from "jobkit".jobs j
         where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now()
         limit v_batch * v_cap
     ) due;
     if v_backlog = 0 then
         return 0;
     end if;
-    return {{ s }}._send_wake(p_type, least(v_cap, ceil(v_backlog::numeric / v_batch)::int));
+    return "jobkit"._send_wake(p_type, least(v_cap, ceil(v_backlog::numeric / v_batch)::int));
 end
 $$;
 
 -- Wake every type with due work. The cron backup calls this; it first records the outcome of
 -- earlier wake-ups.
-create function {{ s }}.wake_all() returns int
+create or replace function "jobkit".wake_all() returns int
 language plpgsql volatile security definer set search_path = '' as $$
 declare
     v_type text;
     v_calls int := 0;
 begin
-    perform {{ s }}.reconcile_wakeups();
-    for v_type in select p.t from {{ s }}.pending_types() as p(t) loop
-        v_calls := v_calls + {{ s }}.wake(v_type);
+    perform "jobkit".reconcile_wakeups();
+    for v_type in select p.t from "jobkit".pending_types() as p(t) loop
+        v_calls := v_calls + "jobkit".wake(v_type);
     end loop;
     return v_calls;
 end
 $$;
 
 -- Copy pg_net's answers into wakeups before pg_net's TTL deletes them. Returns rows settled.
-create function {{ s }}.reconcile_wakeups(p_unanswered_after interval default '10 minutes')
+create or replace function "jobkit".reconcile_wakeups(p_unanswered_after interval default '10 minutes')
 returns int
 language plpgsql volatile security definer set search_path = '' as $$
 declare
@@ -1394,7 +1170,7 @@ declare
     v_late int;
 begin
     if to_regclass('net._http_response') is not null then
-        update {{ s }}.wakeups w
+        update "jobkit".wakeups w
         set outcome = case
                 when coalesce(r.timed_out, false) or r.error_msg ilike 'timeout%' then 'timed_out'
                 when r.error_msg is not null then 'failed'
@@ -1408,7 +1184,7 @@ begin
         where w.outcome is null and w.request_id = r.id;
         get diagnostics v_settled = row_count;
     end if;
-    update {{ s }}.wakeups w
+    update "jobkit".wakeups w
     set outcome = 'unanswered', checked_at = now(),
         error = 'no response from pg_net: the request is stuck in its queue or its answer expired'
     where w.outcome is null and w.created_at < now() - p_unanswered_after;
@@ -1417,59 +1193,59 @@ begin
 end
 $$;
 
--- Accept a signed wake-up once across the whole fleet (0010): true the first time its signature
+-- Accept a signed wake-up once across the whole fleet: true the first time its signature
 -- is seen, false for any repeat (a replay read from pg_net's queue, pg_net's own later delivery,
 -- another worker process, the same one after a restart). p_expires_at: when its window ends; the
 -- row is kept 10 minutes longer (clock skew between workers and the database), and each call
 -- deletes a few rows past that.
-create function {{ s }}.consume_wake(p_nonce text, p_expires_at timestamptz) returns boolean
+create or replace function "jobkit".consume_wake(p_nonce text, p_expires_at timestamptz) returns boolean
 language sql volatile set search_path = '' as $$
     with expired as (
-        delete from {{ s }}.wake_nonces n
-        where n.nonce = any (array(select e.nonce from {{ s }}.wake_nonces e
+        delete from "jobkit".wake_nonces n
+        where n.nonce = any (array(select e.nonce from "jobkit".wake_nonces e
                                    where e.expires_at < pg_catalog.now() - interval '10 minutes'
                                    order by e.expires_at limit 10))
     ), fresh as (
-        insert into {{ s }}.wake_nonces (nonce, expires_at) values (p_nonce, p_expires_at)
+        insert into "jobkit".wake_nonces (nonce, expires_at) values (p_nonce, p_expires_at)
         on conflict (nonce) do nothing
         returning true as ok
     )
     select coalesce((select f.ok from fresh f), false)
 $$;
 
--- A worker drains p_type (0010): enqueues of the type send no wake-up for p_for, which the worker
+-- A worker drains p_type: enqueues of the type send no wake-up for p_for, which the worker
 -- refreshes while its drain runs (a worker that dies stops refreshing: wake-ups resume after p_for,
 -- and the cron wake-up covers what was enqueued meanwhile).
-create function {{ s }}.wake_draining(p_type text, p_for interval) returns void
+create or replace function "jobkit".wake_draining(p_type text, p_for interval) returns void
 language sql volatile set search_path = '' as $$
-    insert into {{ s }}.wake_drains as d (type, draining_until)
+    insert into "jobkit".wake_drains as d (type, draining_until)
     values (p_type, pg_catalog.clock_timestamp() + p_for)
     on conflict (type) do update set draining_until = excluded.draining_until
 $$;
 
--- A worker's drain of p_type ended (0010). Only when no enqueue that skipped its wake-up relying on
+-- A worker's drain of p_type ended. Only when no enqueue that skipped its wake-up relying on
 -- a drain is still in flight (they hold the type's shared wake lock until they end): then enqueues
 -- send wake-ups again, and the worker checks once more for due jobs (so the last skipped enqueue's
 -- job is seen by that check or by a new wake-up). False: try again after another look for jobs.
 -- p_handoff (the worker is stopping): mark idle in any case and wake another worker for what is due
 -- (unconditionally when an enqueue is still in flight, since its job is not visible yet).
-create function {{ s }}.wake_idle(p_type text, p_handoff boolean default false) returns boolean
+create or replace function "jobkit".wake_idle(p_type text, p_handoff boolean default false) returns boolean
 language plpgsql volatile set search_path = '' as $$
 declare
     v_free boolean := pg_catalog.pg_try_advisory_xact_lock(
-        pg_catalog.hashtextextended({{ (schema ~ ".wake:") | literal }} || p_type, 0));
+        pg_catalog.hashtextextended('jobkit.wake:' || p_type, 0));
 begin
     if not v_free and not p_handoff then
         return false;
     end if;
-    insert into {{ s }}.wake_drains as d (type, draining_until, idle_at)
+    insert into "jobkit".wake_drains as d (type, draining_until, idle_at)
     values (p_type, null, pg_catalog.clock_timestamp())
     on conflict (type) do update set draining_until = null, idle_at = excluded.idle_at;
     if p_handoff then
         if v_free then
-            perform {{ s }}.wake(p_type);
+            perform "jobkit".wake(p_type);
         else
-            perform {{ s }}._send_wake(p_type, 1);
+            perform "jobkit"._send_wake(p_type, 1);
         end if;
     end if;
     return v_free;
@@ -1478,24 +1254,24 @@ $$;
 
 -- When the next pending job of a type becomes due (null: none), by a skip scan over the claim
 -- index: one probe per distinct priority, however many jobs are pending.
-create function {{ s }}.next_due(p_type text) returns timestamptz
+create or replace function "jobkit".next_due(p_type text) returns timestamptz
 language plpgsql stable set search_path = '' as $$
 declare
     v_priority int;
     v_at timestamptz;
     v_best timestamptz;
 begin
-    if exists (select 1 from {{ s }}.pauses p where p.type = p_type and p.key is null) then
+    if exists (select 1 from "jobkit".pauses p where p.type = p_type and p.key is null) then
         return null;  -- paused: nothing to wait for
     end if;
-    select j.priority into v_priority from {{ s }}.jobs j
+    select j.priority into v_priority from "jobkit".jobs j
     where j.type = p_type and j.status = 'pending' order by j.priority desc limit 1;
     while v_priority is not null loop
-        select j.scheduled_for into v_at from {{ s }}.jobs j
+        select j.scheduled_for into v_at from "jobkit".jobs j
         where j.type = p_type and j.status = 'pending' and j.priority = v_priority
         order by j.scheduled_for limit 1;
         v_best := least(v_best, v_at);
-        select j.priority into v_priority from {{ s }}.jobs j
+        select j.priority into v_priority from "jobkit".jobs j
         where j.type = p_type and j.status = 'pending' and j.priority < v_priority
         order by j.priority desc limit 1;
     end loop;
@@ -1505,41 +1281,203 @@ $$;
 
 -- Every type that has pending jobs, by a skip scan over jobs_claim_idx (one index probe per type,
 -- however many jobs are pending).
-create function {{ s }}.pending_types() returns setof text
+create or replace function "jobkit".pending_types() returns setof text
 language sql stable set search_path = '' as $$
     with recursive t(type) as (
-        (select j.type from {{ s }}.jobs j where j.status = 'pending' order by j.type limit 1)
+        (select j.type from "jobkit".jobs j where j.status = 'pending' order by j.type limit 1)
         union all
-        select (select j.type from {{ s }}.jobs j
+        select (select j.type from "jobkit".jobs j
                 where j.status = 'pending' and j.type > t.type order by j.type limit 1)
         from t where t.type is not null
     )
     select t.type from t
     where t.type is not null
-      and not exists (select 1 from {{ s }}.pauses p where p.type = t.type and p.key is null)
+      and not exists (select 1 from "jobkit".pauses p where p.type = t.type and p.key is null)
 $$;
 
 -- Due jobs of a type (bounded), for a worker deciding whether to wait for rate-limit tokens.
-create function {{ s }}.due_count(p_type text, p_cap int default 1000) returns int
+create or replace function "jobkit".due_count(p_type text, p_cap int default 1000) returns int
 language sql stable set search_path = '' as $$
     select count(*)::int from (
-        select 1 from {{ s }}.jobs j
+        select 1 from "jobkit".jobs j
         where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now()
-          and not exists (select 1 from {{ s }}.pauses p where p.type = p_type and p.key is null)
+          and not exists (select 1 from "jobkit".pauses p where p.type = p_type and p.key is null)
         limit p_cap
     ) due
 $$;
 
--- ================================================================================================
--- 7. The public API: rate limits shared by every worker
--- ================================================================================================
+-- Wake the worker for jobs this transaction made runnable: p_due jobs due now, or (when none is
+-- due) the earliest time p_at at which one becomes due. What was already sent in this transaction
+-- is remembered in a transaction-local setting, so however many enqueue calls or statements a
+-- transaction makes, it sends one wake-up per type, plus one more per batch_size due jobs up to
+-- max_fanout, plus a due-time hint only when it is earlier than the one already sent. Across
+-- transactions, the first due-now wake-up of a transaction is sent only when _wake_needed says so
+-- (0010: none while a worker drains the type, at most one a second otherwise).
+create or replace function "jobkit"._wake_for(p_type text, p_due bigint, p_at timestamptz) returns void
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_guc constant text := 'jobkit.wakes';
+    v_state jsonb := coalesce(nullif(current_setting(v_guc, true), ''), '{}')::jsonb;
+    v_mine jsonb := coalesce(v_state -> p_type, '[0, 0, null]'::jsonb);
+    v_calls int := (v_mine ->> 0)::int;
+    v_rows bigint := (v_mine ->> 1)::bigint + coalesce(p_due, 0);
+    v_at timestamptz := (v_mine ->> 2)::timestamptz;
+    v_want int;
+begin
+    if not coalesce((select t.wake_on_insert from "jobkit".job_types t
+                     where t.type in (p_type, '*') order by t.type = '*' limit 1), true)
+       or exists (select 1 from "jobkit".pauses p where p.type = p_type and p.key is null) then
+        return;
+    end if;
+    if v_rows > 0 then
+        v_want := least(greatest(("jobkit".setting('max_fanout'))::int, 1),
+                        ceil(v_rows::numeric / greatest(("jobkit".setting('batch_size'))::int, 1))::int);
+        if v_want > v_calls then
+            if v_calls > 0 or "jobkit"._wake_needed(p_type) then
+                perform "jobkit"._send_wake(p_type, v_want - v_calls);
+            end if;
+            v_calls := v_want;
+        end if;
+    elsif p_at is not null and (v_at is null or p_at < v_at) then
+        perform "jobkit"._send_wake(p_type, 1, p_at);
+        v_at := p_at;
+    end if;
+    perform set_config(v_guc, jsonb_set(v_state, array[p_type],
+                                        jsonb_build_array(v_calls, v_rows, v_at))::text, true);
+end
+$$;
+
+-- Whether this transaction must send a due-now wake-up for p_type; records it when so.
+-- Wake-ups coalesce across transactions: none while a worker says it drains the type, and none
+-- within a second of another one sent since a worker last went idle on the type (that one is in
+-- flight: its drain will see this job). The type's wake lock, taken shared first and held to the
+-- end of the transaction, keeps a worker from going idle (wake_idle) until this enqueue has ended,
+-- so its job is never left behind. Outside READ COMMITTED the snapshot may predate a worker going
+-- idle, so it always sends. The record is written under a try-lock: no enqueue waits for another.
+create or replace function "jobkit"._wake_needed(p_type text) returns boolean
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_draining timestamptz;
+    v_idle timestamptz;
+    v_sent timestamptz;
+begin
+    if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
+        return true;
+    end if;
+    perform pg_catalog.pg_advisory_xact_lock_shared(
+        pg_catalog.hashtextextended('jobkit.wake:' || p_type, 0));
+    select d.draining_until, d.idle_at into v_draining, v_idle
+    from "jobkit".wake_drains d where d.type = p_type;
+    if v_draining > pg_catalog.clock_timestamp() then
+        return false;
+    end if;
+    select w.sent_at into v_sent from "jobkit".wake_sent w where w.type = p_type;
+    if v_sent > pg_catalog.clock_timestamp() - interval '1 second'
+       and v_sent > coalesce(v_idle, '-infinity'::timestamptz) then
+        return false;
+    end if;
+    if pg_catalog.pg_try_advisory_xact_lock(
+           pg_catalog.hashtextextended('jobkit.wake_sent:' || p_type, 0)) then
+        insert into "jobkit".wake_sent as w (type, sent_at) values (p_type, pg_catalog.clock_timestamp())
+        on conflict (type) do update set sent_at = excluded.sent_at;
+    end if;
+    return true;
+end
+$$;
+
+-- Send p_calls wake-ups (p_at: the time the type's next job becomes due) over the configured transport.
+create or replace function "jobkit"._send_wake(p_type text, p_calls int, p_at timestamptz default null) returns int
+language plpgsql volatile security definer set search_path = '' as $$
+begin
+    if ("jobkit".setting('transport')) #>> '{}' = 'pg_net' then
+        return "jobkit"._wake_http(p_type, p_calls, p_at);
+    end if;
+    -- NOTIFY has no answer to reconcile, so it is not recorded in wakeups; it is delivered at
+    -- commit, and duplicates within a transaction fold into one.
+    perform pg_notify(("jobkit".setting('channel')) #>> '{}',
+                      case when p_at is null then json_build_object('type', p_type, 'calls', p_calls)
+                           else json_build_object('type', p_type, 'at', extract(epoch from p_at)) end::text);
+    return 1;
+end
+$$;
+
+-- Send p_calls signed wake-ups over pg_net: X-Jobkit-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256
+-- of "<t>.<body>"> with the worker's secret, so that a request read from pg_net's queue (readable by
+-- every role) cannot call the worker after a short window. Each request gets its own nonce.
+create or replace function "jobkit"._wake_http(p_type text, p_calls int, p_at timestamptz default null)
+returns int
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_url text := "jobkit".secret('worker_url');
+    v_secret text := "jobkit".secret('worker_secret');
+    v_body jsonb;
+    v_t text;
+    v_request bigint;
+begin
+    if v_url is null or v_secret is null then
+        insert into "jobkit".wakeups (type, transport, outcome, error, checked_at)
+        values (p_type, 'pg_net', 'failed', 'worker URL or secret not set: run `jobkit secrets set`', now());
+        return 0;
+    end if;
+    v_t := floor(extract(epoch from clock_timestamp()))::bigint::text;
+    for i in 1 .. p_calls loop
+        v_body := jsonb_build_object('type', p_type, 'budget_ms', ("jobkit".setting('budget_ms'))::int,
+                                     'nonce', gen_random_uuid());
+        if p_at is not null then
+            v_body := v_body || jsonb_build_object('at', extract(epoch from p_at));
+        end if;
+        v_request := net.http_post(
+            url := v_url,
+            body := v_body,
+            params := '{}'::jsonb,
+            headers := jsonb_build_object(
+                'Content-Type', 'application/json',
+                'X-Jobkit-Signature', 't=' || v_t || ',v1=' || encode("jobkit"._hmac(
+                    convert_to(v_secret, 'UTF8'), convert_to(v_t || '.' || v_body::text, 'UTF8')), 'hex')),
+            timeout_milliseconds := ("jobkit".setting('wake_timeout_ms'))::int
+        );
+        insert into "jobkit".wakeups (type, transport, request_id) values (p_type, 'pg_net', v_request);
+    end loop;
+    return p_calls;
+exception when others then
+    -- pg_net missing or refusing: record it, never break the caller (an enqueue, a cron tick).
+    insert into "jobkit".wakeups (type, transport, outcome, error, checked_at)
+    values (p_type, 'pg_net', 'failed', sqlerrm, now());
+    return 0;
+end
+$$;
+
+-- The insert trigger: per statement, per type, the due rows and the earliest future one.
+create or replace function "jobkit".jobs_wake_on_insert() returns trigger
+language plpgsql security definer set search_path = '' as $$
+declare
+    r record;
+begin
+    for r in
+        select n.type, count(*) filter (where n.scheduled_for <= now()) as due,
+               min(n.scheduled_for) filter (where n.scheduled_for > now()) as at
+        from new_jobs n where n.status = 'pending' group by n.type
+    loop
+        perform "jobkit"._wake_for(r.type, r.due, r.at);
+    end loop;
+    return null;
+end
+$$;
+
+create or replace trigger jobs_wake_on_insert after insert on "jobkit".jobs
+    referencing new table as new_jobs
+    for each statement execute function "jobkit".jobs_wake_on_insert();
+
+-- The public API: rate limits shared by every worker
+-- sql/functions/80_rate_limits.sql: the token buckets.
+-- Applied in file-name order (after 70_wake.sql, before 85_secrets.sql); sql/functions/README.md says how deploy applies these files.
 
 -- Take up to p_want tokens from p_key's bucket now; returns how many were granted (0 .. p_want).
 -- An unknown key grants everything (no limit configured).
-create function {{ s }}.take_tokens(p_key text, p_want int) returns int
+create or replace function "jobkit".take_tokens(p_key text, p_want int) returns int
 language plpgsql volatile set search_path = '' as $$
 declare
-    v_bucket {{ s }}.rate_limits;
+    v_bucket "jobkit".rate_limits;
     v_now timestamptz;
     v_available float8;
     v_granted int;
@@ -1547,7 +1485,7 @@ begin
     if p_key is null or p_want <= 0 then
         return greatest(p_want, 0);
     end if;
-    select * into v_bucket from {{ s }}.rate_limits r where r.key = p_key for update;
+    select * into v_bucket from "jobkit".rate_limits r where r.key = p_key for update;
     if not found then
         return p_want;
     end if;
@@ -1555,111 +1493,99 @@ begin
     v_available := least(v_bucket.burst::float8,
                          v_bucket.tokens + v_bucket.rate * extract(epoch from v_now - v_bucket.updated_at));
     v_granted := least(p_want, floor(v_available)::int);
-    update {{ s }}.rate_limits r set tokens = v_available - v_granted, updated_at = v_now
+    update "jobkit".rate_limits r set tokens = v_available - v_granted, updated_at = v_now
     where r.key = p_key;
     return v_granted;
 end
 $$;
 
 -- Give back tokens taken but not used (a claim found fewer jobs than it had tokens for).
-create function {{ s }}.return_tokens(p_key text, p_count int) returns void
+create or replace function "jobkit".return_tokens(p_key text, p_count int) returns void
 language sql volatile set search_path = '' as $$
-    update {{ s }}.rate_limits r set tokens = least(r.burst::float8, r.tokens + p_count)
+    update "jobkit".rate_limits r set tokens = least(r.burst::float8, r.tokens + p_count)
     where r.key = p_key and p_count > 0
 $$;
 
 -- How long until p_key's bucket holds one token (zero when it does, or when there is no limit).
-create function {{ s }}.token_wait(p_key text) returns interval
+create or replace function "jobkit".token_wait(p_key text) returns interval
 language sql stable set search_path = '' as $$
     select coalesce((
         select make_interval(secs => greatest(0, (1 - least(r.burst::float8,
                    r.tokens + r.rate * extract(epoch from clock_timestamp() - r.updated_at))) / r.rate))
-        from {{ s }}.rate_limits r where r.key = p_key
+        from "jobkit".rate_limits r where r.key = p_key
     ), interval '0')
 $$;
 
--- ================================================================================================
--- 8. The public API: the worker's URL and signing secret, runtime settings
--- ================================================================================================
+-- The public API: the worker's URL and signing secret, runtime settings
+-- sql/functions/85_secrets.sql: settings, secrets (Vault when present), and signing.
+-- Applied in file-name order (after 80_rate_limits.sql, before 90_views.sql); sql/functions/README.md says how deploy applies these files.
 
 -- A setting's value.
-create function {{ s }}.setting(p_key text) returns jsonb
+create or replace function "jobkit".setting(p_key text) returns jsonb
 language sql stable set search_path = '' as $$
-    select value from {{ s }}.settings where key = p_key
+    select value from "jobkit".settings where key = p_key
 $$;
 
 -- A secret by jobkit name ('worker_url', 'worker_secret'): Vault's '<schema>_<name>' when Vault is
 -- installed, else the private table. Never logged, never part of any cron command.
-create function {{ s }}.secret(p_name text) returns text
+create or replace function "jobkit".secret(p_name text) returns text
 language plpgsql stable security definer set search_path = '' as $$
 declare
     v_value text;
 begin
     if to_regclass('vault.decrypted_secrets') is not null then
         select d.decrypted_secret into v_value from vault.decrypted_secrets d
-        where d.name = {{ schema | literal }} || '_' || p_name;
+        where d.name = 'jobkit' || '_' || p_name;
         if v_value is not null then
             return v_value;
         end if;
     end if;
-    select s.value into v_value from {{ s }}.secrets s where s.name = p_name;
+    select s.value into v_value from "jobkit".secrets s where s.name = p_name;
     return v_value;
 end
 $$;
 
 -- Replace the signing secret; the previous one stays valid for p_grace, so running workers see no
 -- failed wake-up while they pick up the new one.
-create function {{ s }}.set_worker_secret(p_secret text, p_grace interval default '10 minutes') returns void
+create or replace function "jobkit".set_worker_secret(p_secret text, p_grace interval default '10 minutes') returns void
 language plpgsql volatile security definer set search_path = '' as $$
 declare
-    v_old text := {{ s }}.secret('worker_secret');
+    v_old text := "jobkit".secret('worker_secret');
 begin
     if p_secret is null or length(p_secret) < 32 then
         raise exception 'jobkit.set_worker_secret: the secret must have at least 32 characters'
             using errcode = '22023';
     end if;
     if v_old is not null and v_old <> p_secret then
-        perform {{ s }}._put_secret('worker_secret_previous', v_old);
-        update {{ s }}.settings
+        perform "jobkit"._put_secret('worker_secret_previous', v_old);
+        update "jobkit".settings
         set value = to_jsonb(now() + greatest(coalesce(p_grace, interval '0'), interval '0')), updated_at = now()
         where key = 'secret_previous_until';
     end if;
-    perform {{ s }}._put_secret('worker_secret', p_secret);
+    perform "jobkit"._put_secret('worker_secret', p_secret);
 end
 $$;
 
 -- A new signing secret generated here, so it never travels as a statement parameter: 366 random
 -- bits from gen_random_uuid()'s strong random source.
-create function {{ s }}.rotate_worker_secret(p_grace interval default '10 minutes') returns void
+create or replace function "jobkit".rotate_worker_secret(p_grace interval default '10 minutes') returns void
 language sql volatile security definer set search_path = '' as $$
-    select {{ s }}.set_worker_secret(encode(
+    select "jobkit".set_worker_secret(encode(
         uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()), 'hex'),
         p_grace)
 $$;
 
 -- What a worker verifies signatures with: the current secret and, during a rotation's grace
 -- period, the previous one.
-create function {{ s }}.worker_keys() returns table (current_secret text, previous_secret text)
+create or replace function "jobkit".worker_keys() returns table (current_secret text, previous_secret text)
 language sql stable security definer set search_path = '' as $$
-    select {{ s }}.secret('worker_secret'),
-           case when ({{ s }}.setting('secret_previous_until') #>> '{}')::timestamptz > now()
-                then {{ s }}.secret('worker_secret_previous') end
-$$;
-
--- ================================================================================================
--- 9. Internals
--- ================================================================================================
-
--- Tell waiters (jobkit.wait) that these jobs finished: one notification per 200 ids.
-create function {{ s }}._notify_done(p_ids uuid[]) returns void
-language sql volatile set search_path = '' as $$
-    select pg_catalog.pg_notify({{ (schema ~ "_done") | literal }},
-                                pg_catalog.array_to_string(p_ids[i:i + 199], ','))
-    from pg_catalog.generate_series(1, coalesce(pg_catalog.cardinality(p_ids), 0), 200) as i
+    select "jobkit".secret('worker_secret'),
+           case when ("jobkit".setting('secret_previous_until') #>> '{}')::timestamptz > now()
+                then "jobkit".secret('worker_secret_previous') end
 $$;
 
 -- HMAC-SHA256 (RFC 2104) with the built-in sha256(): no extension needed.
-create function {{ s }}._hmac(p_key bytea, p_message bytea) returns bytea
+create or replace function "jobkit"._hmac(p_key bytea, p_message bytea) returns bytea
 language plpgsql immutable strict set search_path = '' as $$
 declare
     v_key bytea := p_key;
@@ -1681,10 +1607,10 @@ end
 $$;
 
 -- Store a secret: Vault's '<schema>_<name>' when Vault is installed, else the private table.
-create function {{ s }}._put_secret(p_name text, p_value text) returns void
+create or replace function "jobkit"._put_secret(p_name text, p_value text) returns void
 language plpgsql volatile security definer set search_path = '' as $$
 declare
-    v_vault_name text := {{ schema | literal }} || '_' || p_name;
+    v_vault_name text := 'jobkit' || '_' || p_name;
     v_id uuid;
 begin
     if to_regclass('vault.decrypted_secrets') is not null
@@ -1697,193 +1623,75 @@ begin
         end if;
         return;
     end if;
-    insert into {{ s }}.secrets (name, value) values (p_name, p_value)
+    insert into "jobkit".secrets (name, value) values (p_name, p_value)
     on conflict (name) do update set value = excluded.value, updated_at = now();
 end
 $$;
 
--- Wake the worker for jobs this transaction made runnable: p_due jobs due now, or (when none is
--- due) the earliest time p_at at which one becomes due. What was already sent in this transaction
--- is remembered in a transaction-local setting, so however many enqueue calls or statements a
--- transaction makes, it sends one wake-up per type, plus one more per batch_size due jobs up to
--- max_fanout, plus a due-time hint only when it is earlier than the one already sent. Across
--- transactions, the first due-now wake-up of a transaction is sent only when _wake_needed says so
--- (0010: none while a worker drains the type, at most one a second otherwise).
-create function {{ s }}._wake_for(p_type text, p_due bigint, p_at timestamptz) returns void
-language plpgsql volatile security definer set search_path = '' as $$
+-- The public API: views
+-- sql/functions/90_views.sql: job_history, and the comment on jobs that points a reader to the state notes.
+-- Applied in file-name order (after 85_secrets.sql, before 99_grants.sql); sql/functions/README.md says how deploy applies these files.
+
+-- Every attempt of every job: the recorded ones, plus each completed job's final attempt.
+create or replace view "jobkit".job_history with (security_invoker = true) as
+select a.job_id, a.attempt, a.worker_id, a.started_at, a.finished_at, a.outcome, a.error, a.duration
+from "jobkit".job_attempts a
+union all
+select j.id, j.attempts, j.worker_id, j.started_at, j.completed_at, 'completed', null::text,
+       j.completed_at - j.started_at
+from "jobkit".jobs j
+where j.status = 'completed';
+comment on view "jobkit".job_history is
+    'jobkit: every attempt; job_attempts rows plus the completing attempt of each completed job.';
+
+comment on table "jobkit".jobs is 'jobkit jobs: one row per job; see the state notes in sql/schema/tables.sql.';
+
+-- Grants
+-- sql/functions/99_grants.sql: nothing for PUBLIC, anon or authenticated; what jobkit's API needs for service_role. Last, so that it covers every function above.
+-- Applied in file-name order (after 90_views.sql, the last); sql/functions/README.md says how deploy applies these files.
+
+revoke all on all tables in schema "jobkit" from public;
+revoke all on all sequences in schema "jobkit" from public;
+revoke all on all functions in schema "jobkit" from public;
+-- Grants, re-run at the end of every migration: anon and authenticated get nothing, service_role gets
+-- what jobkit's API needs. On PostgreSQL without the Supabase roles, each skipped role is reported as a
+-- NOTICE that `jobkit deploy` prints.
+do $grants$
 declare
-    v_guc constant text := {{ (schema ~ ".wakes") | literal }};
-    v_state jsonb := coalesce(nullif(current_setting(v_guc, true), ''), '{}')::jsonb;
-    v_mine jsonb := coalesce(v_state -> p_type, '[0, 0, null]'::jsonb);
-    v_calls int := (v_mine ->> 0)::int;
-    v_rows bigint := (v_mine ->> 1)::bigint + coalesce(p_due, 0);
-    v_at timestamptz := (v_mine ->> 2)::timestamptz;
-    v_want int;
+    v_schema constant text := 'jobkit';
+    v_role text;
 begin
-    if not coalesce((select t.wake_on_insert from {{ s }}.job_types t
-                     where t.type in (p_type, '*') order by t.type = '*' limit 1), true)
-       or exists (select 1 from {{ s }}.pauses p where p.type = p_type and p.key is null) then
-        return;
-    end if;
-    if v_rows > 0 then
-        v_want := least(greatest(({{ s }}.setting('max_fanout'))::int, 1),
-                        ceil(v_rows::numeric / greatest(({{ s }}.setting('batch_size'))::int, 1))::int);
-        if v_want > v_calls then
-            if v_calls > 0 or {{ s }}._wake_needed(p_type) then
-                perform {{ s }}._send_wake(p_type, v_want - v_calls);
-            end if;
-            v_calls := v_want;
+    foreach v_role in array array['anon', 'authenticated'] loop
+        if exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
+            execute pg_catalog.format('revoke all on schema %I from %I', v_schema, v_role);
+            execute pg_catalog.format('revoke all on all tables in schema %I from %I', v_schema, v_role);
+            execute pg_catalog.format('revoke all on all sequences in schema %I from %I', v_schema, v_role);
+            execute pg_catalog.format('revoke all on all functions in schema %I from %I', v_schema, v_role);
+        else
+            raise notice 'jobkit: role % does not exist; skipped revoking its privileges', v_role;
         end if;
-    elsif p_at is not null and (v_at is null or p_at < v_at) then
-        perform {{ s }}._send_wake(p_type, 1, p_at);
-        v_at := p_at;
-    end if;
-    perform set_config(v_guc, jsonb_set(v_state, array[p_type],
-                                        jsonb_build_array(v_calls, v_rows, v_at))::text, true);
-end
-$$;
-
--- Whether this transaction must send a due-now wake-up for p_type (0010); records it when so.
--- Wake-ups coalesce across transactions: none while a worker says it drains the type, and none
--- within a second of another one sent since a worker last went idle on the type (that one is in
--- flight: its drain will see this job). The type's wake lock, taken shared first and held to the
--- end of the transaction, keeps a worker from going idle (wake_idle) until this enqueue has ended,
--- so its job is never left behind. Outside READ COMMITTED the snapshot may predate a worker going
--- idle, so it always sends. The record is written under a try-lock: no enqueue waits for another.
-create function {{ s }}._wake_needed(p_type text) returns boolean
-language plpgsql volatile set search_path = '' as $$
-declare
-    v_draining timestamptz;
-    v_idle timestamptz;
-    v_sent timestamptz;
-begin
-    if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
-        return true;
-    end if;
-    perform pg_catalog.pg_advisory_xact_lock_shared(
-        pg_catalog.hashtextextended({{ (schema ~ ".wake:") | literal }} || p_type, 0));
-    select d.draining_until, d.idle_at into v_draining, v_idle
-    from {{ s }}.wake_drains d where d.type = p_type;
-    if v_draining > pg_catalog.clock_timestamp() then
-        return false;
-    end if;
-    select w.sent_at into v_sent from {{ s }}.wake_sent w where w.type = p_type;
-    if v_sent > pg_catalog.clock_timestamp() - interval '1 second'
-       and v_sent > coalesce(v_idle, '-infinity'::timestamptz) then
-        return false;
-    end if;
-    if pg_catalog.pg_try_advisory_xact_lock(
-           pg_catalog.hashtextextended({{ (schema ~ ".wake_sent:") | literal }} || p_type, 0)) then
-        insert into {{ s }}.wake_sent as w (type, sent_at) values (p_type, pg_catalog.clock_timestamp())
-        on conflict (type) do update set sent_at = excluded.sent_at;
-    end if;
-    return true;
-end
-$$;
-
--- Send p_calls wake-ups (p_at: the time the type's next job becomes due) over the configured transport.
-create function {{ s }}._send_wake(p_type text, p_calls int, p_at timestamptz default null) returns int
-language plpgsql volatile security definer set search_path = '' as $$
-begin
-    if ({{ s }}.setting('transport')) #>> '{}' = 'pg_net' then
-        return {{ s }}._wake_http(p_type, p_calls, p_at);
-    end if;
-    -- NOTIFY has no answer to reconcile, so it is not recorded in wakeups; it is delivered at
-    -- commit, and duplicates within a transaction fold into one.
-    perform pg_notify(({{ s }}.setting('channel')) #>> '{}',
-                      case when p_at is null then json_build_object('type', p_type, 'calls', p_calls)
-                           else json_build_object('type', p_type, 'at', extract(epoch from p_at)) end::text);
-    return 1;
-end
-$$;
-
--- Send p_calls signed wake-ups over pg_net: X-Jobkit-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256
--- of "<t>.<body>"> with the worker's secret, so that a request read from pg_net's queue (readable by
--- every role) cannot call the worker after a short window. Each request gets its own nonce.
-create function {{ s }}._wake_http(p_type text, p_calls int, p_at timestamptz default null)
-returns int
-language plpgsql volatile security definer set search_path = '' as $$
-declare
-    v_url text := {{ s }}.secret('worker_url');
-    v_secret text := {{ s }}.secret('worker_secret');
-    v_body jsonb;
-    v_t text;
-    v_request bigint;
-begin
-    if v_url is null or v_secret is null then
-        insert into {{ s }}.wakeups (type, transport, outcome, error, checked_at)
-        values (p_type, 'pg_net', 'failed', 'worker URL or secret not set: run `jobkit secrets set`', now());
-        return 0;
-    end if;
-    v_t := floor(extract(epoch from clock_timestamp()))::bigint::text;
-    for i in 1 .. p_calls loop
-        v_body := jsonb_build_object('type', p_type, 'budget_ms', ({{ s }}.setting('budget_ms'))::int,
-                                     'nonce', gen_random_uuid());
-        if p_at is not null then
-            v_body := v_body || jsonb_build_object('at', extract(epoch from p_at));
-        end if;
-        v_request := net.http_post(
-            url := v_url,
-            body := v_body,
-            params := '{}'::jsonb,
-            headers := jsonb_build_object(
-                'Content-Type', 'application/json',
-                'X-Jobkit-Signature', 't=' || v_t || ',v1=' || encode({{ s }}._hmac(
-                    convert_to(v_secret, 'UTF8'), convert_to(v_t || '.' || v_body::text, 'UTF8')), 'hex')),
-            timeout_milliseconds := ({{ s }}.setting('wake_timeout_ms'))::int
-        );
-        insert into {{ s }}.wakeups (type, transport, request_id) values (p_type, 'pg_net', v_request);
     end loop;
-    return p_calls;
-exception when others then
-    -- pg_net missing or refusing: record it, never break the caller (an enqueue, a cron tick).
-    insert into {{ s }}.wakeups (type, transport, outcome, error, checked_at)
-    values (p_type, 'pg_net', 'failed', sqlerrm, now());
-    return 0;
+    if exists (select 1 from pg_catalog.pg_roles where rolname = 'service_role') then
+        execute pg_catalog.format('grant usage on schema %I to service_role', v_schema);
+        execute pg_catalog.format('grant select, insert, update, delete on all tables in schema %I to service_role', v_schema);
+        execute pg_catalog.format('grant usage, select on all sequences in schema %I to service_role', v_schema);
+        execute pg_catalog.format('grant execute on all functions in schema %I to service_role', v_schema);
+    else
+        raise notice 'jobkit: role service_role does not exist; skipped granting it access';
+    end if;
 end
-$$;
+$grants$;
 
--- The insert trigger: per statement, per type, the due rows and the earliest future one.
-create function {{ s }}.jobs_wake_on_insert() returns trigger
-language plpgsql security definer set search_path = '' as $$
+do $restore$
 declare
     r record;
 begin
-    for r in
-        select n.type, count(*) filter (where n.scheduled_for <= now()) as due,
-               min(n.scheduled_for) filter (where n.scheduled_for > now()) as at
-        from new_jobs n where n.status = 'pending' group by n.type
-    loop
-        perform {{ s }}._wake_for(r.type, r.due, r.at);
+    for r in select pg_catalog.format('grant execute on function %s to %I%s', p.oid::pg_catalog.regprocedure,
+                                      g.grantee, case when g.grantable then ' with grant option' else '' end) as stmt
+             from pg_temp.jobkit_function_grants g
+             join pg_catalog.pg_proc p on p.proname operator(pg_catalog.=) g.name::pg_catalog.name
+             where p.pronamespace operator(pg_catalog.=) 'jobkit'::pg_catalog.regnamespace loop
+        execute r.stmt;
     end loop;
-    return null;
 end
-$$;
-
-create trigger jobs_wake_on_insert after insert on {{ s }}.jobs
-    referencing new table as new_jobs
-    for each statement execute function {{ s }}.jobs_wake_on_insert();
-
--- ================================================================================================
--- 10. Security: nothing for PUBLIC, anon or authenticated; what jobkit's API needs for service_role
--- ================================================================================================
-alter table {{ s }}.jobs enable row level security;
-alter table {{ s }}.job_attempts enable row level security;
-alter table {{ s }}.job_types enable row level security;
-alter table {{ s }}.rate_limits enable row level security;
-alter table {{ s }}.settings enable row level security;
-alter table {{ s }}.secrets enable row level security;
-alter table {{ s }}.wakeups enable row level security;
-alter table {{ s }}.schedules enable row level security;
-alter table {{ s }}.audit_log enable row level security;
-alter table {{ s }}.key_cursors enable row level security;
-alter table {{ s }}.pauses enable row level security;
-alter table {{ s }}.enqueue_windows enable row level security;
-alter table {{ s }}.known_types enable row level security;
-alter table {{ s }}.wake_nonces enable row level security;
-alter table {{ s }}.wake_drains enable row level security;
-alter table {{ s }}.wake_sent enable row level security;
-revoke all on all tables in schema {{ s }} from public;
-revoke all on all sequences in schema {{ s }} from public;
-revoke all on all functions in schema {{ s }} from public;
-{% include "grants.sql" %}
+$restore$;

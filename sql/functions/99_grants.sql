@@ -1,3 +1,10 @@
+-- Grants
+-- sql/functions/99_grants.sql: nothing for PUBLIC, anon or authenticated; what jobkit's API needs for service_role. Last, so that it covers every function above.
+-- Applied in file-name order (after 90_views.sql, the last); sql/functions/README.md says how deploy applies these files.
+
+revoke all on all tables in schema {{ s }} from public;
+revoke all on all sequences in schema {{ s }} from public;
+revoke all on all functions in schema {{ s }} from public;
 -- Grants, re-run at the end of every migration: anon and authenticated get nothing, service_role gets
 -- what jobkit's API needs. On PostgreSQL without the Supabase roles, each skipped role is reported as a
 -- NOTICE that `jobkit deploy` prints.

@@ -1,0 +1,352 @@
+-- The public API: wake-ups
+-- sql/functions/70_wake.sql: waking workers (pg_net or NOTIFY), coalescing, the due-time queries, and the insert trigger.
+-- Applied in file-name order (after 60_sweeps.sql, before 80_rate_limits.sql); sql/functions/README.md says how deploy applies these files.
+
+-- Wake the worker for one type when it has runnable work: over pg_net, up to
+-- ceil(backlog / batch_size) concurrent calls capped by p_max_calls (default: max_fanout); over
+-- NOTIFY, one notification for the listening workers. Returns the number of calls made. It never
+-- raises: a wake-up that cannot be sent is recorded as failed (and the cron backup tries again).
+create or replace function {{ s }}.wake(p_type text, p_max_calls int default null) returns int
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_batch int := ({{ s }}.setting('batch_size'))::int;
+    v_cap int := greatest(coalesce(p_max_calls, ({{ s }}.setting('max_fanout'))::int), 1);
+    v_backlog bigint;
+begin
+    if exists (select 1 from {{ s }}.pauses p where p.type = p_type and p.key is null) then
+        return 0;
+    end if;
+    select count(*) into v_backlog from (
+        select 1 from {{ s }}.jobs j
+        where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now()
+        limit v_batch * v_cap
+    ) due;
+    if v_backlog = 0 then
+        return 0;
+    end if;
+    return {{ s }}._send_wake(p_type, least(v_cap, ceil(v_backlog::numeric / v_batch)::int));
+end
+$$;
+
+-- Wake every type with due work. The cron backup calls this; it first records the outcome of
+-- earlier wake-ups.
+create or replace function {{ s }}.wake_all() returns int
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_type text;
+    v_calls int := 0;
+begin
+    perform {{ s }}.reconcile_wakeups();
+    for v_type in select p.t from {{ s }}.pending_types() as p(t) loop
+        v_calls := v_calls + {{ s }}.wake(v_type);
+    end loop;
+    return v_calls;
+end
+$$;
+
+-- Copy pg_net's answers into wakeups before pg_net's TTL deletes them. Returns rows settled.
+create or replace function {{ s }}.reconcile_wakeups(p_unanswered_after interval default '10 minutes')
+returns int
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_settled int := 0;
+    v_late int;
+begin
+    if to_regclass('net._http_response') is not null then
+        update {{ s }}.wakeups w
+        set outcome = case
+                when coalesce(r.timed_out, false) or r.error_msg ilike 'timeout%' then 'timed_out'
+                when r.error_msg is not null then 'failed'
+                when r.status_code between 200 and 299 then 'delivered'
+                else 'failed' end,
+            status_code = r.status_code,
+            error = coalesce(r.error_msg, case when r.status_code not between 200 and 299
+                                               then left(r.content, 500) end),
+            checked_at = now()
+        from net._http_response r
+        where w.outcome is null and w.request_id = r.id;
+        get diagnostics v_settled = row_count;
+    end if;
+    update {{ s }}.wakeups w
+    set outcome = 'unanswered', checked_at = now(),
+        error = 'no response from pg_net: the request is stuck in its queue or its answer expired'
+    where w.outcome is null and w.created_at < now() - p_unanswered_after;
+    get diagnostics v_late = row_count;
+    return v_settled + v_late;
+end
+$$;
+
+-- Accept a signed wake-up once across the whole fleet: true the first time its signature
+-- is seen, false for any repeat (a replay read from pg_net's queue, pg_net's own later delivery,
+-- another worker process, the same one after a restart). p_expires_at: when its window ends; the
+-- row is kept 10 minutes longer (clock skew between workers and the database), and each call
+-- deletes a few rows past that.
+create or replace function {{ s }}.consume_wake(p_nonce text, p_expires_at timestamptz) returns boolean
+language sql volatile set search_path = '' as $$
+    with expired as (
+        delete from {{ s }}.wake_nonces n
+        where n.nonce = any (array(select e.nonce from {{ s }}.wake_nonces e
+                                   where e.expires_at < pg_catalog.now() - interval '10 minutes'
+                                   order by e.expires_at limit 10))
+    ), fresh as (
+        insert into {{ s }}.wake_nonces (nonce, expires_at) values (p_nonce, p_expires_at)
+        on conflict (nonce) do nothing
+        returning true as ok
+    )
+    select coalesce((select f.ok from fresh f), false)
+$$;
+
+-- A worker drains p_type: enqueues of the type send no wake-up for p_for, which the worker
+-- refreshes while its drain runs (a worker that dies stops refreshing: wake-ups resume after p_for,
+-- and the cron wake-up covers what was enqueued meanwhile).
+create or replace function {{ s }}.wake_draining(p_type text, p_for interval) returns void
+language sql volatile set search_path = '' as $$
+    insert into {{ s }}.wake_drains as d (type, draining_until)
+    values (p_type, pg_catalog.clock_timestamp() + p_for)
+    on conflict (type) do update set draining_until = excluded.draining_until
+$$;
+
+-- A worker's drain of p_type ended. Only when no enqueue that skipped its wake-up relying on
+-- a drain is still in flight (they hold the type's shared wake lock until they end): then enqueues
+-- send wake-ups again, and the worker checks once more for due jobs (so the last skipped enqueue's
+-- job is seen by that check or by a new wake-up). False: try again after another look for jobs.
+-- p_handoff (the worker is stopping): mark idle in any case and wake another worker for what is due
+-- (unconditionally when an enqueue is still in flight, since its job is not visible yet).
+create or replace function {{ s }}.wake_idle(p_type text, p_handoff boolean default false) returns boolean
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_free boolean := pg_catalog.pg_try_advisory_xact_lock(
+        pg_catalog.hashtextextended({{ (schema ~ ".wake:") | literal }} || p_type, 0));
+begin
+    if not v_free and not p_handoff then
+        return false;
+    end if;
+    insert into {{ s }}.wake_drains as d (type, draining_until, idle_at)
+    values (p_type, null, pg_catalog.clock_timestamp())
+    on conflict (type) do update set draining_until = null, idle_at = excluded.idle_at;
+    if p_handoff then
+        if v_free then
+            perform {{ s }}.wake(p_type);
+        else
+            perform {{ s }}._send_wake(p_type, 1);
+        end if;
+    end if;
+    return v_free;
+end
+$$;
+
+-- When the next pending job of a type becomes due (null: none), by a skip scan over the claim
+-- index: one probe per distinct priority, however many jobs are pending.
+create or replace function {{ s }}.next_due(p_type text) returns timestamptz
+language plpgsql stable set search_path = '' as $$
+declare
+    v_priority int;
+    v_at timestamptz;
+    v_best timestamptz;
+begin
+    if exists (select 1 from {{ s }}.pauses p where p.type = p_type and p.key is null) then
+        return null;  -- paused: nothing to wait for
+    end if;
+    select j.priority into v_priority from {{ s }}.jobs j
+    where j.type = p_type and j.status = 'pending' order by j.priority desc limit 1;
+    while v_priority is not null loop
+        select j.scheduled_for into v_at from {{ s }}.jobs j
+        where j.type = p_type and j.status = 'pending' and j.priority = v_priority
+        order by j.scheduled_for limit 1;
+        v_best := least(v_best, v_at);
+        select j.priority into v_priority from {{ s }}.jobs j
+        where j.type = p_type and j.status = 'pending' and j.priority < v_priority
+        order by j.priority desc limit 1;
+    end loop;
+    return v_best;
+end
+$$;
+
+-- Every type that has pending jobs, by a skip scan over jobs_claim_idx (one index probe per type,
+-- however many jobs are pending).
+create or replace function {{ s }}.pending_types() returns setof text
+language sql stable set search_path = '' as $$
+    with recursive t(type) as (
+        (select j.type from {{ s }}.jobs j where j.status = 'pending' order by j.type limit 1)
+        union all
+        select (select j.type from {{ s }}.jobs j
+                where j.status = 'pending' and j.type > t.type order by j.type limit 1)
+        from t where t.type is not null
+    )
+    select t.type from t
+    where t.type is not null
+      and not exists (select 1 from {{ s }}.pauses p where p.type = t.type and p.key is null)
+$$;
+
+-- Due jobs of a type (bounded), for a worker deciding whether to wait for rate-limit tokens.
+create or replace function {{ s }}.due_count(p_type text, p_cap int default 1000) returns int
+language sql stable set search_path = '' as $$
+    select count(*)::int from (
+        select 1 from {{ s }}.jobs j
+        where j.type = p_type and j.status = 'pending' and j.scheduled_for <= now()
+          and not exists (select 1 from {{ s }}.pauses p where p.type = p_type and p.key is null)
+        limit p_cap
+    ) due
+$$;
+
+-- Wake the worker for jobs this transaction made runnable: p_due jobs due now, or (when none is
+-- due) the earliest time p_at at which one becomes due. What was already sent in this transaction
+-- is remembered in a transaction-local setting, so however many enqueue calls or statements a
+-- transaction makes, it sends one wake-up per type, plus one more per batch_size due jobs up to
+-- max_fanout, plus a due-time hint only when it is earlier than the one already sent. Across
+-- transactions, the first due-now wake-up of a transaction is sent only when _wake_needed says so
+-- (0010: none while a worker drains the type, at most one a second otherwise).
+create or replace function {{ s }}._wake_for(p_type text, p_due bigint, p_at timestamptz) returns void
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_guc constant text := {{ (schema ~ ".wakes") | literal }};
+    v_state jsonb := coalesce(nullif(current_setting(v_guc, true), ''), '{}')::jsonb;
+    v_mine jsonb := coalesce(v_state -> p_type, '[0, 0, null]'::jsonb);
+    v_calls int := (v_mine ->> 0)::int;
+    v_rows bigint := (v_mine ->> 1)::bigint + coalesce(p_due, 0);
+    v_at timestamptz := (v_mine ->> 2)::timestamptz;
+    v_want int;
+begin
+    if not coalesce((select t.wake_on_insert from {{ s }}.job_types t
+                     where t.type in (p_type, '*') order by t.type = '*' limit 1), true)
+       or exists (select 1 from {{ s }}.pauses p where p.type = p_type and p.key is null) then
+        return;
+    end if;
+    if v_rows > 0 then
+        v_want := least(greatest(({{ s }}.setting('max_fanout'))::int, 1),
+                        ceil(v_rows::numeric / greatest(({{ s }}.setting('batch_size'))::int, 1))::int);
+        if v_want > v_calls then
+            if v_calls > 0 or {{ s }}._wake_needed(p_type) then
+                perform {{ s }}._send_wake(p_type, v_want - v_calls);
+            end if;
+            v_calls := v_want;
+        end if;
+    elsif p_at is not null and (v_at is null or p_at < v_at) then
+        perform {{ s }}._send_wake(p_type, 1, p_at);
+        v_at := p_at;
+    end if;
+    perform set_config(v_guc, jsonb_set(v_state, array[p_type],
+                                        jsonb_build_array(v_calls, v_rows, v_at))::text, true);
+end
+$$;
+
+-- Whether this transaction must send a due-now wake-up for p_type; records it when so.
+-- Wake-ups coalesce across transactions: none while a worker says it drains the type, and none
+-- within a second of another one sent since a worker last went idle on the type (that one is in
+-- flight: its drain will see this job). The type's wake lock, taken shared first and held to the
+-- end of the transaction, keeps a worker from going idle (wake_idle) until this enqueue has ended,
+-- so its job is never left behind. Outside READ COMMITTED the snapshot may predate a worker going
+-- idle, so it always sends. The record is written under a try-lock: no enqueue waits for another.
+create or replace function {{ s }}._wake_needed(p_type text) returns boolean
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_draining timestamptz;
+    v_idle timestamptz;
+    v_sent timestamptz;
+begin
+    if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
+        return true;
+    end if;
+    perform pg_catalog.pg_advisory_xact_lock_shared(
+        pg_catalog.hashtextextended({{ (schema ~ ".wake:") | literal }} || p_type, 0));
+    select d.draining_until, d.idle_at into v_draining, v_idle
+    from {{ s }}.wake_drains d where d.type = p_type;
+    if v_draining > pg_catalog.clock_timestamp() then
+        return false;
+    end if;
+    select w.sent_at into v_sent from {{ s }}.wake_sent w where w.type = p_type;
+    if v_sent > pg_catalog.clock_timestamp() - interval '1 second'
+       and v_sent > coalesce(v_idle, '-infinity'::timestamptz) then
+        return false;
+    end if;
+    if pg_catalog.pg_try_advisory_xact_lock(
+           pg_catalog.hashtextextended({{ (schema ~ ".wake_sent:") | literal }} || p_type, 0)) then
+        insert into {{ s }}.wake_sent as w (type, sent_at) values (p_type, pg_catalog.clock_timestamp())
+        on conflict (type) do update set sent_at = excluded.sent_at;
+    end if;
+    return true;
+end
+$$;
+
+-- Send p_calls wake-ups (p_at: the time the type's next job becomes due) over the configured transport.
+create or replace function {{ s }}._send_wake(p_type text, p_calls int, p_at timestamptz default null) returns int
+language plpgsql volatile security definer set search_path = '' as $$
+begin
+    if ({{ s }}.setting('transport')) #>> '{}' = 'pg_net' then
+        return {{ s }}._wake_http(p_type, p_calls, p_at);
+    end if;
+    -- NOTIFY has no answer to reconcile, so it is not recorded in wakeups; it is delivered at
+    -- commit, and duplicates within a transaction fold into one.
+    perform pg_notify(({{ s }}.setting('channel')) #>> '{}',
+                      case when p_at is null then json_build_object('type', p_type, 'calls', p_calls)
+                           else json_build_object('type', p_type, 'at', extract(epoch from p_at)) end::text);
+    return 1;
+end
+$$;
+
+-- Send p_calls signed wake-ups over pg_net: X-Jobkit-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256
+-- of "<t>.<body>"> with the worker's secret, so that a request read from pg_net's queue (readable by
+-- every role) cannot call the worker after a short window. Each request gets its own nonce.
+create or replace function {{ s }}._wake_http(p_type text, p_calls int, p_at timestamptz default null)
+returns int
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_url text := {{ s }}.secret('worker_url');
+    v_secret text := {{ s }}.secret('worker_secret');
+    v_body jsonb;
+    v_t text;
+    v_request bigint;
+begin
+    if v_url is null or v_secret is null then
+        insert into {{ s }}.wakeups (type, transport, outcome, error, checked_at)
+        values (p_type, 'pg_net', 'failed', 'worker URL or secret not set: run `jobkit secrets set`', now());
+        return 0;
+    end if;
+    v_t := floor(extract(epoch from clock_timestamp()))::bigint::text;
+    for i in 1 .. p_calls loop
+        v_body := jsonb_build_object('type', p_type, 'budget_ms', ({{ s }}.setting('budget_ms'))::int,
+                                     'nonce', gen_random_uuid());
+        if p_at is not null then
+            v_body := v_body || jsonb_build_object('at', extract(epoch from p_at));
+        end if;
+        v_request := net.http_post(
+            url := v_url,
+            body := v_body,
+            params := '{}'::jsonb,
+            headers := jsonb_build_object(
+                'Content-Type', 'application/json',
+                'X-Jobkit-Signature', 't=' || v_t || ',v1=' || encode({{ s }}._hmac(
+                    convert_to(v_secret, 'UTF8'), convert_to(v_t || '.' || v_body::text, 'UTF8')), 'hex')),
+            timeout_milliseconds := ({{ s }}.setting('wake_timeout_ms'))::int
+        );
+        insert into {{ s }}.wakeups (type, transport, request_id) values (p_type, 'pg_net', v_request);
+    end loop;
+    return p_calls;
+exception when others then
+    -- pg_net missing or refusing: record it, never break the caller (an enqueue, a cron tick).
+    insert into {{ s }}.wakeups (type, transport, outcome, error, checked_at)
+    values (p_type, 'pg_net', 'failed', sqlerrm, now());
+    return 0;
+end
+$$;
+
+-- The insert trigger: per statement, per type, the due rows and the earliest future one.
+create or replace function {{ s }}.jobs_wake_on_insert() returns trigger
+language plpgsql security definer set search_path = '' as $$
+declare
+    r record;
+begin
+    for r in
+        select n.type, count(*) filter (where n.scheduled_for <= now()) as due,
+               min(n.scheduled_for) filter (where n.scheduled_for > now()) as at
+        from new_jobs n where n.status = 'pending' group by n.type
+    loop
+        perform {{ s }}._wake_for(r.type, r.due, r.at);
+    end loop;
+    return null;
+end
+$$;
+
+create or replace trigger jobs_wake_on_insert after insert on {{ s }}.jobs
+    referencing new table as new_jobs
+    for each statement execute function {{ s }}.jobs_wake_on_insert();

@@ -15,7 +15,7 @@ from jobkit.cli import cli
 from jobkit.config import Settings
 from jobkit.connector import Database
 from jobkit.schema.render import render_script
-from versions import MIGRATIONS
+from versions import HEAD, MIGRATIONS
 
 
 def _run(*args: str) -> click.testing.Result:
@@ -58,7 +58,8 @@ def test_render_supabase_twice_writes_once(tmp_path: Path) -> None:
     second = _run("render", "--supabase", "--supabase-dir", str(tmp_path))
     assert first.exit_code == 0 and "wrote" in first.output
     assert second.exit_code == 0 and "nothing written" in second.output
-    assert len(list((tmp_path / "migrations").iterdir())) == 1
+    written = sorted(p.name.split("_", 1)[1] for p in (tmp_path / "migrations").iterdir())
+    assert written == [f"jobkit_{HEAD}.sql", "jobkit_functions.sql"]  # the tables' migrations, the functions
 
 
 def test_deploy_check_exit_codes(fresh_db: str) -> None:

@@ -15,6 +15,7 @@ from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.schema import migrations
 from jobkit.schema.render import Migration
+from prerecut import deploy_prerecut
 from versions import HEAD
 
 
@@ -327,22 +328,15 @@ def test_an_infinite_run_at_is_refused_at_enqueue_with_the_reason(db_url: str, s
     assert _jobkit(db_url, "status").exit_code == 0
 
 
-def test_migration_0002_repairs_infinite_rows_it_finds(fresh_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_migration_0002_repairs_infinite_rows_it_finds(fresh_db: str) -> None:
     from jobkit.config import Settings
-    from jobkit.schema import deploy as deploy_module
     from jobkit.schema.deploy import DeployOptions, deploy
 
-    packaged = deploy_module.render_migrations
-    monkeypatch.setattr(deploy_module, "render_migrations", lambda s, *a: packaged(s, *a)[:1])
-    type_diff = deploy_module.sync.type_diff
-    monkeypatch.setattr(deploy_module.sync, "type_diff", lambda *_a: {})  # a 0001 database's job_types
     quiet = {"echo": lambda _m: None}
-    deploy(Database(fresh_db), Settings(db_url=fresh_db), DeployOptions(schedules=False), **quiet)
-    monkeypatch.setattr(deploy_module.sync, "type_diff", type_diff)
+    deploy_prerecut(fresh_db, through="0001")  # 0001 as it was deployed, with its functions
     with Database(fresh_db).session() as s:
         past = s.scalar("select jobkit.enqueue('t', '{\"n\": 1}', 0, '-infinity')")
         never = s.scalar("select jobkit.enqueue('t', '{\"n\": 2}', 0, 'infinity')")
-    monkeypatch.setattr(deploy_module, "render_migrations", packaged)
     report = deploy(Database(fresh_db), Settings(db_url=fresh_db), DeployOptions(schedules=False), **quiet)
     assert report.applied[0] == "0002_finite_run_at"  # then the later migrations
     with Database(fresh_db).session() as s:

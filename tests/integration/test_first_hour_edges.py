@@ -22,6 +22,7 @@ from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.worker.backends.postgres import PostgresBackend
 from jobkit.worker.endpoint import EndpointOptions, WorkerEndpoint
+from prerecut import deploy_prerecut
 
 
 def _jobkit(db_url: str, *args: str, config: Path | None = None) -> Result:
@@ -216,20 +217,15 @@ def test_a_run_at_past_the_year_9999_is_refused_at_every_entry(db_url: str, sess
     assert _jobkit(db_url, "jobs", "list").exit_code == 0
 
 
-def test_migration_0012_repairs_times_past_the_year_9999(fresh_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jobkit.schema import deploy as deploy_module
+def test_migration_0012_repairs_times_past_the_year_9999(fresh_db: str) -> None:
     from jobkit.schema.deploy import DeployOptions, deploy
 
-    packaged = deploy_module.render_migrations
-    monkeypatch.setattr(deploy_module, "render_migrations",
-                        lambda s, *a: [m for m in packaged(s, *a) if m.version < "0012"])
     quiet = {"echo": lambda _m: None}
-    deploy(Database(fresh_db), Settings(db_url=fresh_db), DeployOptions(schedules=False), **quiet)
+    deploy_prerecut(fresh_db, through="0011")  # 0001..0011 as they were deployed, with their functions
     with Database(fresh_db).session() as s:
         never = s.scalar("select jobkit.enqueue('t', '{\"n\": 1}', 0, '294276-01-01')")
         done = s.scalar("select jobkit.enqueue('t', '{\"n\": 2}', 0, '12000-01-01')")
         s.execute("update jobkit.jobs set status = 'completed', completed_at = now() where id = %s", (done,))
-    monkeypatch.setattr(deploy_module, "render_migrations", packaged)
     report = deploy(Database(fresh_db), Settings(db_url=fresh_db), DeployOptions(schedules=False), **quiet)
     assert "0012_known_types" in report.applied
     with Database(fresh_db).session() as s:

@@ -15,10 +15,9 @@ from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.queries import queries
 from jobkit.schema.deploy import DeployOptions, deploy
-from jobkit.schema.migrations import apply
-from jobkit.schema.render import render_migrations
 from jobkit.worker.backends.postgres import PostgresBackend
 from jobkit.worker.drain import Drainer
+from prerecut import deploy_prerecut
 
 
 def _blocking(release: threading.Event, started: threading.Event, runs: list[str]) -> Registry:
@@ -117,12 +116,9 @@ def test_at_exit_the_abandoned_jobs_are_released(db_url: str, manager: Lifecycle
 def test_0009_relabels_past_releases_and_keeps_real_snoozes(fresh_db: str) -> None:
     """A database at 0008 holds releases recorded as 'snoozed'; deploying 0009 relabels exactly those."""
     settings = Settings(db_url=fresh_db)
+    deploy_prerecut(fresh_db, through="0008")  # 0001..0008 as they were deployed, with their functions
     with Database(fresh_db).session() as s:
-        for migration in render_migrations(settings):
-            if migration.version < "0009":
-                apply(s, settings, migration, lock_timeout=timedelta(seconds=10))
-        manager = Lifecycle(s, "jobkit")
-        released, snoozed = manager.enqueue_many([NewJob("t", {}), NewJob("t", {})])
+        released, snoozed = (s.scalar("select jobkit.enqueue('t', '{}')") for _ in range(2))
         s.execute("insert into jobkit.job_attempts (job_id, attempt, outcome, error) values "
                   "(%(r)s, 1, 'snoozed', 'released by a stopping worker'), (%(s)s, 1, 'snoozed', null)",
                   {"r": released, "s": snoozed})

@@ -157,7 +157,7 @@ def test_a_project_from_before_the_recut_gets_only_a_functions_file(tmp_path: Pa
     old = "".join(f"-- jobkit-migration: {p.name[:4]} {checksums[p]}\n" for p in files)
     for path in files:  # as render_script wrote each unit then: bootstrap, migration, history row
         old += render_bootstrap(Settings()) + path.read_text(encoding="utf-8")
-        old += (f"insert into jobkit.schema_migrations (version, name, checksum) values "
+        old += ('insert into "jobkit".schema_migrations (version, name, checksum)\nvalues '
                 f"('{path.name[:4]}', '{path.stem[5:]}', '{checksums[path]}');\n")
     (project / "migrations" / "20261203000000_jobkit_0013.sql").write_text(old, encoding="utf-8")
     result = _render(project)

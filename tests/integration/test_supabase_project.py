@@ -9,7 +9,7 @@ import pytest
 from jobkit.config import Settings
 from jobkit.connector import Database
 from jobkit.exceptions import ConfigError
-from jobkit.schema.supabase_cli import existing_migrations, write_migration
+from jobkit.schema.supabase_cli import existing_migrations, write_functions, write_migration
 from versions import HEAD, MIGRATIONS
 
 WHEN = datetime(2026, 12, 1, 10, 30, 0, tzinfo=UTC)
@@ -32,11 +32,14 @@ def test_changed_schema_setting_is_refused(tmp_path: Path) -> None:
 def test_file_applies_like_the_supabase_cli_does(tmp_path: Path, fresh_db: str) -> None:
     """The CLI runs each file as one implicit transaction; the file must not commit on its own."""
     path = write_migration(Settings(), tmp_path, now=WHEN)
-    assert path is not None
+    functions = write_functions(Settings(), tmp_path, now=WHEN)
+    assert path is not None and functions is not None
     with Database(fresh_db).session() as s:
         with s.transaction():
             s.script(path.read_text())
             assert s.scalar("select count(*) from jobkit.schema_migrations") == len(MIGRATIONS)
+        with s.transaction():
+            s.script(functions.read_text())
         from jobkit.schema.deploy import DeployOptions, deploy
 
         # Schedules are not part of the migration file: `jobkit deploy` after `supabase db push` adds them.

@@ -22,7 +22,6 @@ from jobkit.connector import Database, Session
 from jobkit.handlers import Registry
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
-from jobkit.schema import deploy as deploy_module
 from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.worker.backends.postgres import PostgresBackend
 from jobkit.worker.drain import Drainer, DrainSummary
@@ -31,6 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from prerecut import deploy_prerecut
 
 
 @pytest.fixture
@@ -188,19 +188,11 @@ def test_a_job_enqueued_from_sql_gets_a_run_span_under_its_claim(
 
 
 def test_migration_0004_keeps_old_calls_grants_and_jobs(
-        fresh_db: str, admin: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+        fresh_db: str, admin: Session) -> None:
     """A database deployed before 0004, with a job waiting and a role of the user's own allowed to
     enqueue, upgrades in place: the old calls work, the grant holds, the waiting job is claimed."""
-    packaged = deploy_module.render_migrations
-    before = [m for m in packaged(Settings()) if m.version < "0004"]
-    monkeypatch.setattr(deploy_module, "render_migrations", lambda s, *a: packaged(s, *a)[:len(before)])
-    # Today's type sync writes columns later migrations add: the old schema gets the old sync's
-    # effect (none needed here), not today's.
-    compare = deploy_module._compare_data
-    monkeypatch.setattr(deploy_module, "_compare_data", lambda *a, **k: None)
     quiet: dict[str, Callable[[str], None]] = {"echo": lambda _m: None}
-    deploy(Database(fresh_db), Settings(db_url=fresh_db), DeployOptions(schedules=False), **quiet)
-    monkeypatch.setattr(deploy_module, "_compare_data", compare)
+    deploy_prerecut(fresh_db, through="0003")  # 0001..0003 as they were deployed, with their functions
     role = "jobkit_0004_app"
     admin.execute_with_identifiers("drop role if exists {r}", r=role)
     admin.execute_with_identifiers("create role {r} nologin", r=role)
@@ -210,7 +202,6 @@ def test_migration_0004_keeps_old_calls_grants_and_jobs(
             s.execute_with_identifiers(
                 "grant execute on function jobkit.enqueue(text, jsonb, int, timestamptz, int, text) to {r}", r=role)
             waiting = s.scalar("select jobkit.enqueue('t', '{\"n\": 1}', 0, now(), null, 'k')")
-        monkeypatch.setattr(deploy_module, "render_migrations", packaged)
         report = deploy(Database(fresh_db), Settings(db_url=fresh_db), DeployOptions(schedules=False), **quiet)
         assert "0004_trace_context" in report.applied
         with Database(fresh_db).session() as s:

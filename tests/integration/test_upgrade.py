@@ -29,11 +29,11 @@ from jobkit.queries import queries
 from jobkit.schema import presquash
 from jobkit.schema.migrations import bridge_sql
 from jobkit.schema.render import render_bootstrap, render_migrations
+from prerecut import deploy_prerecut
 from test_schema_drift import describe
 from versions import HEAD
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "presquash"
-PRERECUT = Path(__file__).parents[1] / "fixtures" / "prerecut" / "96ca538"
 EDE = [f"ede9fd6/{n}.sql" for n in ("0001_core", "0002_wake", "0003_worker", "0004_hot_path")]
 FILES = {  # each bridged layout (by its first commit on main) -> its rendered migrations, in order
     "d02410c": EDE[:3],
@@ -254,22 +254,6 @@ def test_every_other_bridged_layout_reaches_a_fresh_installs_schema(
     assert f"applied upgrade bridge from {_layout(first).label}" in result.output
     assert run("-c", config, "deploy", "--check", "--db-url", fresh_db).exit_code == 0
     no_drift(fresh_db, fresh_install)
-
-
-def deploy_prerecut(url: str, through: str = "0013") -> None:
-    """Deploy main at 96ca538 as its `jobkit deploy` did: 0001..0013 with their functions, before
-    issue 22 moved the functions to sql/functions/ (rendered for schema jobkit then)."""
-    with Database(url).session() as s:
-        for path in sorted(PRERECUT.glob("*.sql")):
-            if path.name[:4] > through:
-                break
-            version, name = path.stem.split("_", 1)
-            text = path.read_text(encoding="utf-8")
-            with s.transaction():
-                s.script(render_bootstrap(Settings()))
-                s.script(text)
-                s.execute("insert into jobkit.schema_migrations (version, name, checksum) values (%s, %s, %s)",
-                          (version, name, hashlib.sha256(text.encode()).hexdigest()))
 
 
 def test_a_deployment_from_before_the_recut_upgrades_with_a_plain_deploy(

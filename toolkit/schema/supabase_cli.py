@@ -46,7 +46,7 @@ def write_migration(
     folder = project_dir / "migrations"
     folder.mkdir(parents=True, exist_ok=True)
     have = existing_migrations(folder)
-    pending = _pending(render_migrations(settings), have)
+    pending = _pending(render_migrations(settings), have, settings.schema)
     if not pending:
         return None
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%d%H%M%S")
@@ -102,19 +102,27 @@ def render_functions_replacement(settings: Settings, script: str) -> str:
         keep_grants=q["function_grants_keep"], restore_grants=q["function_grants_restore"])
 
 
-def _pending(local: list[Migration], have: dict[str, tuple[str, Path]]) -> list[Migration]:
+def _pending(local: list[Migration], have: dict[str, tuple[str, Path]], schema: str) -> list[Migration]:
     for migration in local:
-        if migration.version <= RECUT_THROUGH:
-            continue  # recut by issue 22: an older file built the same tables
-        if migration.version in have and have[migration.version][0] != migration.checksum:
-            checksum, path = have[migration.version]
-            raise ConfigError(
-                f"{path} holds jobkit migration {migration.version} rendered differently "
-                f"(checksum {checksum[:12]}, now {migration.checksum[:12]})",
-                hint="the schema setting changed since it was written: keep the old setting, "
-                "or start a new Supabase project",
-            )
+        if migration.version not in have or have[migration.version][0] == migration.checksum:
+            continue
+        checksum, path = have[migration.version]
+        # Recut by issue 22: an older file built the same tables, for the same schema.
+        if migration.version <= RECUT_THROUGH and _records_into(path, schema):
+            continue
+        raise ConfigError(
+            f"{path} holds jobkit migration {migration.version} rendered differently "
+            f"(checksum {checksum[:12]}, now {migration.checksum[:12]})",
+            hint="the schema setting changed since it was written: keep the old setting, "
+            "or start a new Supabase project",
+        )
     return [m for m in local if m.version not in have]
+
+
+def _records_into(path: Path, schema: str) -> bool:
+    """Whether a jobkit migration file records its versions in ``schema``'s history table (every
+    file jobkit ever wrote does, through sql/record_migration.sql)."""
+    return f"insert into {ident(schema)}.schema_migrations " in path.read_text(encoding="utf-8")
 
 
 def _file_text(settings: Settings, pending: list[Migration]) -> str:

@@ -34,7 +34,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--groups", default=None, help=f"comma-separated groups ({','.join(GROUPS)})")
     ap.add_argument("--repeats", type=int, default=None, help="override the preset's repeats")
     ap.add_argument("--jobs", type=int, default=None, help="override N, the jobs per drain")
-    ap.add_argument("--out", type=Path, default=None, help="default docs/BENCHMARKS.md; with --baseline: none")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default docs/BENCHMARKS.md; with --baseline: none (print only)")
     ap.add_argument("--baseline", metavar="REF", default=None,
                     help="compare the working tree with REF (a commit, tag or released version)")
     ap.add_argument("--rounds", type=int, default=2, help="with --baseline: interleaved rounds (at least 2)")

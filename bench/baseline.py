@@ -28,6 +28,7 @@ from .baseline_venv import BaselineError, Side, build, working_tree
 from .cluster import BenchCluster, machine
 
 Echo = Callable[[str], None]
+Outcome = tuple[float | None, bool, str]  # jobs/s (None: not measured), exactly-once ok, detail
 
 FIGURES = (
     ("single", "single enqueue (one call, one transaction)"),
@@ -57,7 +58,7 @@ def jobs_for(sizes: Sizes, figure: str) -> int:
     return {"single": sizes.single, "bulk": sizes.bulk}.get(figure, sizes.drain)
 
 
-def drive(side: Side, figure: str, url: str, n: int) -> tuple[float | None, bool, str]:
+def drive(side: Side, figure: str, url: str, n: int) -> Outcome:
     done = subprocess.run(side.driver(figure, url, n), capture_output=True, text=True, check=False,
                           timeout=1800)
     lines = done.stdout.strip().splitlines()
@@ -79,7 +80,7 @@ def installer(side: Side) -> Callable[[str], None]:
     return install
 
 
-def measure(cluster: BenchCluster, side_key: str, side: Side, figure: str, n: int) -> tuple[float | None, bool, str]:
+def measure(cluster: BenchCluster, side_key: str, side: Side, figure: str, n: int) -> Outcome:
     with cluster.database(side_key) as url:
         return drive(side, figure, url, n)
 

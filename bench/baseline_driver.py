@@ -15,14 +15,18 @@ with that version's defaults). The drains time from the first handler call to dr
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import jobkit
 import psycopg
+
+#: Whichever jobkit this interpreter has, used only through names every version since ede9fd6 has.
+jobkit: Any = importlib.import_module("jobkit")
 
 JOB_TYPE = "bench.noop"
 BULK = 1000
@@ -31,13 +35,13 @@ FIXED = {"concurrency": 16, "batch_size": 100, "prefetch": 25}
 
 def _drainer_classes() -> tuple[Any, Any]:
     try:
-        from jobkit.worker.drain import Drainer
+        drain = importlib.import_module("jobkit.worker.drain")
     except ImportError:  # ede9fd6
-        from jobkit.drain import Drainer  # type: ignore[no-redef]
+        drain = importlib.import_module("jobkit.drain")
     backend = getattr(jobkit, "PostgresBackend", None)
     if backend is None:  # ede9fd6
-        from jobkit.backends.postgres import PostgresBackend as backend
-    return Drainer, backend
+        backend = importlib.import_module("jobkit.backends.postgres").PostgresBackend
+    return drain.Drainer, backend
 
 
 def _jobs(lo: int, hi: int) -> list[Any]:
@@ -97,11 +101,12 @@ async def _drain(url: str, fixed: bool, seen: list[Any], first: list[float]) -> 
     drainer_cls, backend_cls = _drainer_classes()
     jobs = jobkit.Registry()
 
-    @jobs.handler(JOB_TYPE, timeout=60)
     async def noop(payload: Any, ctx: Any) -> None:
         if not first:
             first.append(time.monotonic())
         seen.append(ctx.id)
+
+    jobs.handler(JOB_TYPE, timeout=60)(noop)
 
     backend = backend_cls(url, max_size=4 if fixed else 8)  # as bench/jk.py: the CLI's pool at c=16
     await backend.open()
@@ -115,11 +120,16 @@ async def _drain(url: str, fixed: bool, seen: list[Any], first: list[float]) -> 
     return end - first[0] if first else float("inf")
 
 
-FIGURES = {
-    "single": single,
-    "bulk": bulk,
-    "drain_fixed": lambda url, n: drain(url, n, True),
-    "drain_defaults": lambda url, n: drain(url, n, False),
+def drain_fixed(url: str, n: int) -> dict[str, Any]:
+    return drain(url, n, True)
+
+
+def drain_defaults(url: str, n: int) -> dict[str, Any]:
+    return drain(url, n, False)
+
+
+FIGURES: dict[str, Callable[[str, int], dict[str, Any]]] = {
+    "single": single, "bulk": bulk, "drain_fixed": drain_fixed, "drain_defaults": drain_defaults,
 }
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .baseline_stats import Run, Sample, cell, ratio_of_medians, show_ratio, spread
 
@@ -26,24 +26,24 @@ class Peers:
 
     def round(self, cluster: BenchCluster, r: int, sizes: Sizes, echo: Echo) -> None:
         from . import pgq, raw
-        from .common import Sample as BenchSample
+        from .cluster import install_jobkit
 
-        cluster.register("pgqueuer", pgq.SYSTEM.install)
-        cluster.register("raw", raw.SYSTEM.install)
+        cluster.register("pgqueuer", pgq.install)
+        cluster.register("raw", install_jobkit)  # raw_jobs is created LIKE jobkit.jobs
         n = sizes.drain
-        plan: list[tuple[str, str, str, Callable[[str], BenchSample]]] = [
-            ("pgqueuer", "single", "PgQueuer single enqueue", lambda u: pgq.enqueue_single(u, sizes.single)),
-            ("pgqueuer", "bulk", "PgQueuer bulk enqueue", lambda u: pgq.enqueue_bulk(u, sizes.bulk)),
-            ("pgqueuer", "drain_c4", "PgQueuer drain c=4, batch 100", lambda u: pgq.drain(u, n, 4)),
-            ("pgqueuer", "drain_procs", "PgQueuer drain 2 x 16, batch 100", lambda u: pgq.drain_procs(u, n)),
-            ("pgqueuer", "drain_defaults", "PgQueuer drain defaults", lambda u: pgq.drain_defaults(u, n)),
-            ("raw", "ceiling", f"raw claim-50 ceiling, {RAW_CLIENTS} clients",
-             lambda u: raw.drain_clients(u, n, RAW_CLIENTS, 2)),
+        plan: list[tuple[str, str, str, Callable[..., Any], tuple[int, ...]]] = [
+            ("pgqueuer", "single", "PgQueuer single enqueue", pgq.enqueue_single, (sizes.single,)),
+            ("pgqueuer", "bulk", "PgQueuer bulk enqueue", pgq.enqueue_bulk, (sizes.bulk,)),
+            ("pgqueuer", "drain_c4", "PgQueuer drain c=4, batch 100", pgq.drain, (n, 4)),
+            ("pgqueuer", "drain_procs", "PgQueuer drain 2 x 16, batch 100", pgq.drain_procs, (n,)),
+            ("pgqueuer", "drain_defaults", "PgQueuer drain defaults", pgq.drain_defaults, (n,)),
+            ("raw", "ceiling", f"raw claim-50 ceiling, {RAW_CLIENTS} clients", raw.drain_clients,
+             (n, RAW_CLIENTS, 2)),
         ]
-        for system, figure, label, fn in plan:
+        for system, figure, label, fn, args in plan:
             try:
                 with cluster.database(system) as url:
-                    got = fn(url)
+                    got = fn(url, *args)
                 value, ok, detail = got.value, got.ok, got.check.detail
             except Exception as exc:  # noqa: BLE001 - one broken peer must not stop the run
                 echo(traceback.format_exc(limit=3))
@@ -69,7 +69,13 @@ class Peers:
     def table(self, run: Run) -> str:
         best, best_config = self.best()
         pq_defaults, ceiling = self.values("pgqueuer", "drain_defaults"), self.values("raw", "ceiling")
-        new, old = (lambda f: run.values("new", f)), (lambda f: run.values("old", f))
+
+        def new(figure: str) -> list[float]:
+            return run.values("new", figure)
+
+        def old(figure: str) -> list[float]:
+            return run.values("old", figure)
+
         rows = [
             ("single enqueue", new("single"), old("single"), self.values("pgqueuer", "single"), "PgQueuer"),
             ("bulk enqueue", new("bulk"), old("bulk"), self.values("pgqueuer", "bulk"), "PgQueuer"),
@@ -84,11 +90,11 @@ class Peers:
             ("drain, defaults", new("drain_defaults"), old("drain_defaults"), ceiling,
              f"raw claim-50 ceiling, {RAW_CLIENTS} clients"),
         ]
-        lines = ["| jobkit figure (jobs/s) | new | old | against | its median (min–max) | new ÷ it | old ÷ it |",
-                 "|---|---:|---:|---|---:|---:|---:|"]
+        lines = ["| jobkit figure (jobs/s) | new | old | against | its median (min–max) "
+                 "| new ÷ it | old ÷ it |", "|---|---:|---:|---|---:|---:|---:|"]
         for label, n, o, peer, against in rows:
             pct = against.startswith("raw")
-            lines.append(f"| {label} | {cell(spread(n))} | {cell(spread(o))} | {against} | {cell(spread(peer))} "
-                         f"| **{show_ratio(ratio_of_medians(n, peer), pct)}** "
+            lines.append(f"| {label} | {cell(spread(n))} | {cell(spread(o))} | {against} "
+                         f"| {cell(spread(peer))} | **{show_ratio(ratio_of_medians(n, peer), pct)}** "
                          f"| {show_ratio(ratio_of_medians(o, peer), pct)} |")
         return "\n".join(lines)

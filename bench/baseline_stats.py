@@ -87,7 +87,8 @@ def baseline_table(run: Run, figures: Sequence[tuple[str, str]], old: str, new: 
              f"| {old} per round | {new} per round | new ÷ old: median (min–max) |",
              "|---|---:|---:|---:|---:|---:|"]
     for key, label in figures:
-        lines.append(f"| {label} | {cell(spread(run.values('old', key)))} | {cell(spread(run.values('new', key)))} "
+        old_cell, new_cell = cell(spread(run.values("old", key))), cell(spread(run.values("new", key)))
+        lines.append(f"| {label} | {old_cell} | {new_cell} "
                      f"| {per_round(run, 'old', key)} | {per_round(run, 'new', key)} "
                      f"| **{cell(spread(run.ratios(key)), 2)}** |")
     return "\n".join(lines)

@@ -16,6 +16,7 @@ measurement failed its exactly-once check, never on a figure."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -49,9 +50,13 @@ class Sizes:
 
 SIZES = {
     "full": Sizes("full", 3, 2_000, 20_000, 20_000),
-    "quick": Sizes("quick", 1, 500, 5_000, 5_000),
+    "quick": Sizes("quick", 2, 1_000, 20_000, 10_000),
     "smoke": Sizes("smoke", 1, 30, 300, 300),
 }
+
+
+def _loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def jobs_for(sizes: Sizes, figure: str) -> int:
@@ -92,7 +97,7 @@ def run_pairs(cluster: BenchCluster, sides: dict[str, Side], sizes: Sizes, round
         cluster.register(f"side_{key}", installer(side))
     for r in range(1, rounds + 1):
         echo(f"round {r}/{rounds}")
-        for figure, label in FIGURES:
+        for figure, _label in FIGURES:
             for pair in range(sizes.repeats):
                 first = (pair + r + 1) % 2 == 0  # round 1 pair 0: old first; then alternate
                 for key in ("old", "new") if first else ("new", "old"):
@@ -100,7 +105,7 @@ def run_pairs(cluster: BenchCluster, sides: dict[str, Side], sizes: Sizes, round
                                                 jobs_for(sizes, figure))
                     run.samples.append(Sample(key, figure, r, pair, value, ok, detail))
                     shown = "-" if value is None else f"{value:,.0f}"
-                    echo(f"  {key:<3} {label[:44]:<44} {shown:>10}  {'ok' if ok else 'FAILED'}: {detail}")
+                    echo(f"  {key:<3} {figure:<15} {shown:>10}  {'ok' if ok else 'FAILED'}: {detail}")
         if peers is not None:
             peers.round(cluster, r, sizes, echo)
     return run
@@ -112,7 +117,8 @@ def render(run: Run, sides: dict[str, Side], sizes: Sizes, rounds: int, command:
              f"{sizes.drain:,} per drain; {rounds} rounds x {sizes.repeats} pair(s) per figure; "
              f"{seconds / 60:.1f} min).",
              f"old = {sides['old'].label}; new = {sides['new'].label}. Machine: {meta['cpu']}, "
-             f"PostgreSQL {meta['PostgreSQL']}.",
+             f"PostgreSQL {meta['PostgreSQL']} (fsync on); load average (1/5/15 min) "
+             f"{meta.get('load', '?')}.",
              "", baseline_table(run, FIGURES, sides["old"].label, sides["new"].label)]
     if peers is not None:
         parts += ["", peers.table(run)]
@@ -140,11 +146,13 @@ def main(ref: str, quick: bool, smoke: bool, rounds: int, repeats: int | None, w
     peers = baseline_peers.Peers() if with_peers else None
     with BenchCluster(echo=echo) as cluster:
         meta = {"PostgreSQL": cluster.server_version(), **machine()}
+        load = f"start {_loadavg()}"
         try:
             run = run_pairs(cluster, sides, sizes, rounds, echo, peers)
         except BaselineError as exc:
             echo(f"error: {exc}")
             return 2
+    meta["load"] = f"{load}, end {_loadavg()}"
     text = render(run, sides, sizes, rounds, command, meta, peers, time.time() - started)
     echo("")
     echo(text)

@@ -28,8 +28,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def parse(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="1 repeat, smaller N (about 3 minutes)")
-    mode.add_argument("--smoke", action="store_true", help="tiny N, jobkit only; writes no docs (< 20 s)")
+    mode.add_argument("--quick", action="store_true",
+                      help="1 repeat, smaller N (about 3 minutes); with --baseline: 2 pairs per round")
+    mode.add_argument("--smoke", action="store_true",
+                      help="tiny N, jobkit only; writes no docs (< 20 s); with --baseline: tiny N, peers too")
     ap.add_argument("--only", default=None, help=f"comma-separated systems ({','.join(systems.ALL)})")
     ap.add_argument("--groups", default=None, help=f"comma-separated groups ({','.join(GROUPS)})")
     ap.add_argument("--repeats", type=int, default=None, help="override the preset's repeats")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -132,7 +133,7 @@ def render(run: Run, sides: dict[str, Side], sizes: Sizes, rounds: int, command:
 def main(ref: str, quick: bool, smoke: bool, rounds: int, repeats: int | None, with_peers: bool,
          out: Path | None, command: str, echo: Echo = print) -> int:
     if rounds < 2:
-        echo("--rounds must be at least 2 (A, B, A, B); pass --rounds 2 or more")
+        print("error: --rounds must be at least 2 (A, B, A, B); pass --rounds 2 or more", file=sys.stderr)
         return 2
     sizes = SIZES["smoke" if smoke else "quick" if quick else "full"]
     if repeats:
@@ -141,7 +142,7 @@ def main(ref: str, quick: bool, smoke: bool, rounds: int, repeats: int | None, w
     try:
         sides = {"old": build(ref, echo), "new": working_tree()}
     except BaselineError as exc:
-        echo(f"error: {exc}")
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     peers = baseline_peers.Peers() if with_peers else None
     with BenchCluster(echo=echo) as cluster:
@@ -150,7 +151,7 @@ def main(ref: str, quick: bool, smoke: bool, rounds: int, repeats: int | None, w
         try:
             run = run_pairs(cluster, sides, sizes, rounds, echo, peers)
         except BaselineError as exc:
-            echo(f"error: {exc}")
+            print(f"error: {exc}", file=sys.stderr)
             return 2
     meta["load"] = f"{load}, end {_loadavg()}"
     text = render(run, sides, sizes, rounds, command, meta, peers, time.time() - started)

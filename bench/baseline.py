@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import baseline_peers
-from .baseline_stats import Run, Sample, baseline_table
+from .baseline_stats import Run, Sample, baseline_table, ratio_of_medians, show_ratio
 from .baseline_venv import BaselineError, Side, build, working_tree
 from .cluster import BenchCluster, machine
 
@@ -112,6 +112,10 @@ def run_pairs(cluster: BenchCluster, sides: dict[str, Side], sizes: Sizes, round
     return run
 
 
+def defaults_share(run: Run, side: str) -> float | None:
+    return ratio_of_medians(run.values(side, "drain_defaults"), run.values(side, "drain_fixed"))
+
+
 def render(run: Run, sides: dict[str, Side], sizes: Sizes, rounds: int, command: str, meta: dict[str, str],
            peers: baseline_peers.Peers | None, seconds: float) -> str:
     parts = [f"Command: `{command}` ({sizes.name} sizes: {sizes.single:,} single, {sizes.bulk:,} bulk, "
@@ -120,7 +124,10 @@ def render(run: Run, sides: dict[str, Side], sizes: Sizes, rounds: int, command:
              f"old = {sides['old'].label}; new = {sides['new'].label}. Machine: {meta['cpu']}, "
              f"PostgreSQL {meta['PostgreSQL']} (fsync on); load average (1/5/15 min) "
              f"{meta.get('load', '?')}.",
-             "", baseline_table(run, FIGURES, sides["old"].label, sides["new"].label)]
+             "", baseline_table(run, FIGURES, sides["old"].label, sides["new"].label), "",
+             "Drain at the defaults ÷ the fixed window, ratio of medians: "
+             + "; ".join(f"{sides[k].label} {show_ratio(defaults_share(run, k), percent=True)}"
+                         for k in ("old", "new")) + "."]
     if peers is not None:
         parts += ["", peers.table(run)]
     failed = run.failures() + (peers.failures() if peers else [])

@@ -1,7 +1,12 @@
 """`python -m bench [--quick | --smoke] [--only jobkit,pgqueuer,...] [--groups drain,...]`
 
 Starts its own PostgreSQL (fsync on) in a temp dir, runs the measurements, prints the markdown
-report and writes docs/BENCHMARKS.md plus docs/drain_throughput.png (not with --smoke)."""
+report and writes docs/BENCHMARKS.md plus docs/drain_throughput.png (not with --smoke).
+
+`python -m bench --baseline REF [--quick | --smoke] [--rounds N] [--repeats N] [--no-peers] [--out FILE]`
+runs REF (a commit, tag or released version, built into its own cached virtualenv) interleaved
+with the working tree on one cluster and prints new / old per figure (bench/baseline.py); it writes
+only --out, never docs/BENCHMARKS.md."""
 
 from __future__ import annotations
 
@@ -23,13 +28,21 @@ ROOT = Path(__file__).resolve().parents[1]
 def parse(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="1 repeat, smaller N (about 3 minutes)")
-    mode.add_argument("--smoke", action="store_true", help="tiny N, jobkit only; writes no docs (< 20 s)")
+    mode.add_argument("--quick", action="store_true",
+                      help="1 repeat, smaller N (about 3 minutes); with --baseline: 2 pairs per round")
+    mode.add_argument("--smoke", action="store_true",
+                      help="tiny N, jobkit only; writes no docs (< 20 s); with --baseline: tiny N, peers too")
     ap.add_argument("--only", default=None, help=f"comma-separated systems ({','.join(systems.ALL)})")
     ap.add_argument("--groups", default=None, help=f"comma-separated groups ({','.join(GROUPS)})")
     ap.add_argument("--repeats", type=int, default=None, help="override the preset's repeats")
     ap.add_argument("--jobs", type=int, default=None, help="override N, the jobs per drain")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default docs/BENCHMARKS.md; with --baseline: none (print only)")
+    ap.add_argument("--baseline", metavar="REF", default=None,
+                    help="compare the working tree with REF (a commit, tag or released version)")
+    ap.add_argument("--rounds", type=int, default=2, help="with --baseline: interleaved rounds (at least 2)")
+    ap.add_argument("--no-peers", action="store_true",
+                    help="with --baseline: skip PgQueuer and the raw pgbench ceiling")
     ap.add_argument("--plot", type=Path, default=ROOT / "docs" / "drain_throughput.png")
     ap.add_argument("--no-write", action="store_true", help="print only")
     ap.add_argument("--snapshot", action="store_true",
@@ -41,6 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("jobkit").setLevel(logging.ERROR)  # the retries the punctuality run provokes
     raw_args = sys.argv[1:] if argv is None else argv
     args = parse(raw_args)
+    if args.baseline:
+        from . import baseline
+
+        command = "python -m bench " + " ".join(shlex.quote(a) for a in raw_args)
+        return baseline.main(args.baseline, args.quick, args.smoke, args.rounds, args.repeats,
+                             not args.no_peers, args.out, command)
+    if args.out is None:
+        args.out = ROOT / "docs" / "BENCHMARKS.md"
     if args.snapshot:
         from .snapshot import run_frozen
 

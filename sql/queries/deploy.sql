@@ -282,3 +282,12 @@ select exists (
     where n.nspname operator(pg_catalog.=) %(schema)s and c.relname operator(pg_catalog.=) %(name)s
       and not i.indisvalid
 ) as invalid
+
+-- name: index_valid
+-- Whether a migration's outside-transaction index of this name in jobkit's schema is built and
+-- valid (null: not built; false: left INVALID by a killed CREATE INDEX CONCURRENTLY), for --check.
+select i.indisvalid as valid
+from pg_catalog.pg_index i
+join pg_catalog.pg_class c on c.oid operator(pg_catalog.=) i.indexrelid
+join pg_catalog.pg_namespace n on n.oid operator(pg_catalog.=) c.relnamespace
+where n.nspname operator(pg_catalog.=) %(schema)s and c.relname operator(pg_catalog.=) %(name)s

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from jobkit.config import Settings
 from jobkit.connector import Database
-from jobkit.exceptions import DeployError
+from jobkit.exceptions import DeployError, DriftError
 from jobkit.schema.deploy import DeployOptions, DeployReport, deploy
 from jobkit.schema.migrations import apply
 from jobkit.schema.render import render_migrations, render_script
@@ -122,8 +122,14 @@ def test_a_deploy_killed_between_the_phases_is_finished_by_the_next(db_url: str)
     with Database(db_url).session() as s:
         apply(s, settings, migration, lock_timeout=timedelta(seconds=2))
     assert _history(db_url)[-1] == "0099" and _index_valid(db_url, "jobs_tenant_idx") is None
+    with pytest.raises(DriftError) as drift:  # --check tells, and changes nothing
+        _deploy(db_url, extra_migrations=[OUTSIDE], check=True)
+    assert "0099_live_outside: index jobs_tenant_idx not built" in drift.value.message
+    assert "0099_live_outside: update" in drift.value.message and "has rows left" in drift.value.message
+    assert _scalar(db_url, "select count(*) from jobkit.jobs where tenant is null") == 1200
     report = _deploy(db_url, extra_migrations=[OUTSIDE])
     assert not report.applied
+    _deploy(db_url, extra_migrations=[OUTSIDE], check=True)  # nothing left: no drift
     assert _index_valid(db_url, "jobs_tenant_idx") is True
     assert _scalar(db_url, "select count(*) from jobkit.jobs where tenant is null") == 0
 
@@ -175,10 +181,25 @@ def test_an_invalid_leftover_index_is_dropped_and_built_again(db_url: str) -> No
     assert "jobkit deploy` runs its outside-transaction statements again" in info.value.hint
     assert _history(db_url)[-1] == "0099" and _index_valid(db_url, "jobs_tenant_idx") is False
     old = _scalar(db_url, "select 'jobkit.jobs_tenant_idx'::regclass::oid")
+    with pytest.raises(DriftError, match="0099_live_outside: index jobs_tenant_idx INVALID"):
+        _deploy(db_url, extra_migrations=[OUTSIDE], check=True)
     _deploy(db_url, extra_migrations=[OUTSIDE])
     assert _index_valid(db_url, "jobs_tenant_idx") is True
     assert _scalar(db_url, "select 'jobkit.jobs_tenant_idx'::regclass::oid") != old
     assert _scalar(db_url, "select count(*) from jobkit.jobs where tenant is null") == 0
+
+
+def test_check_reports_a_constraint_an_interrupted_deploy_left_unvalidated(db_url: str) -> None:
+    """Migrations add constraints NOT VALID and deploy validates them afterwards; one left NOT VALID
+    (a deploy killed in between) is drift for --check until the next deploy validates it."""
+    _deploy(db_url, check=True)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("alter table jobkit.jobs add constraint jobs_live_check check (priority > -100000) not valid")
+    with pytest.raises(DriftError, match="constraint jobs_live_check on jobs not validated yet"):
+        _deploy(db_url, check=True)
+    _deploy(db_url)
+    assert _scalar(db_url, "select convalidated from pg_constraint where conname = 'jobs_live_check'") is True
+    _deploy(db_url, check=True)
 
 
 def test_a_fresh_install_script_runs_the_outside_section_inside_its_transaction(fresh_db: str) -> None:

@@ -681,7 +681,7 @@ def _cron_commands(config: Path, db_url: str, pinned_cron: Session) -> None:
 
 def _deploy_migration(db_url: str, config: Path, tmp_path: Path, pinned: Session) -> None:
     """A deploy that applies a migration (bootstrap, lock timeout, history row, the API schema) and
-    its outside-transaction part (index, backfill); then forgotten."""
+    its outside-transaction part (index, backfill), and --check over it; then forgotten."""
     folder = tmp_path / "migrations"
     folder.mkdir()
     (folder / "0099_probe.sql").write_text(
@@ -694,6 +694,8 @@ def _deploy_migration(db_url: str, config: Path, tmp_path: Path, pinned: Session
     settings = load_settings(config, db_url=db_url)
     report = deploy(Database(db_url), settings, DeployOptions(extra_migrations=[folder]), echo=lambda _m: None)
     assert report.applied == ["0099_probe"]
+    # --check looks at what the head migration's outside part built (nothing is left undone)
+    deploy(Database(db_url), settings, DeployOptions(extra_migrations=[folder], check=True), echo=lambda _m: None)
     pinned.execute(f"drop table {ident(SCHEMA)}.probe")
     pinned.execute(f"delete from {ident(SCHEMA)}.schema_migrations where version = '0099'")
 

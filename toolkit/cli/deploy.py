@@ -118,6 +118,8 @@ def _dry_summary(report: DeployReport) -> str:
     parts = [f"would apply {', '.join(report.pending)}"] if report.pending else []
     if report.functions_changed:
         parts.append(f"would apply sql/functions/: {', '.join(report.functions_changed)}")
+    if report.unfinished:
+        parts.append(f"would finish what an interrupted deploy left: {', '.join(report.unfinished)}")
     if report.types_changed:
         parts.append(f"would sync job type settings: {', '.join(report.types_changed)}")
     if report.settings_changed:

@@ -28,6 +28,8 @@ from .migrations import (
     record_recut,
     rows,
     run_outside,
+    unfinished_outside,
+    unvalidated_constraints,
     validate_constraints,
 )
 from .render import (
@@ -52,6 +54,7 @@ class DeployReport:
     settings_changed: list[str] = field(default_factory=list)
     schedules_changed: list[str] = field(default_factory=list)
     functions_changed: list[str] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)  # --check: what an interrupted deploy left
     notices: list[str] = field(default_factory=list)
     head: str | None = None
     sql: str = ""
@@ -115,6 +118,8 @@ def deploy(
                 if not the_plan.pending and the_plan.head is not None:
                     report.functions_changed = functions.apply(
                         session, settings, lock_timeout=options.lock_timeout, keep=False).lines()
+                    report.unfinished = (unfinished_outside(session, settings, local, the_plan.head)
+                                         + unvalidated_constraints(session, settings))
                     _compare_data(db, session, settings, options, report, apply=False)
                 if options.check:
                     _raise_if_drift(the_plan, report)
@@ -257,6 +262,8 @@ def _raise_if_drift(the_plan: Plan, report: DeployReport) -> None:
                         + ", ".join(m.version for m in the_plan.recut))
     if report.functions_changed:
         problems.append("sql/functions/ differs: " + ", ".join(report.functions_changed))
+    if report.unfinished:
+        problems.append("an interrupted deploy left work undone: " + ", ".join(report.unfinished))
     for applied, local in the_plan.changed:
         problems.append(
             f"migration {applied.version}_{applied.name} was applied with checksum "

@@ -204,6 +204,54 @@ def finish_outside(
                        echo=echo)
 
 
+def unfinished_outside(session: Session, settings: Settings, local: Sequence[Migration],
+                       head: str | None) -> list[str]:
+    """What the head migration's outside-transaction steps have not done yet (a deploy killed between
+    the phases; the next deploy finishes it), for `deploy --check`: an index missing or INVALID, a
+    backfill with rows left (tried on one row in a transaction that is rolled back)."""
+    found = [m for m in local if m.version == head]
+    if not found:
+        return []
+    label = f"{found[0].version}_{found[0].name}"
+    q = queries(settings.schema)
+    left = []
+    for step in outside.split(found[0].sql, f"migration {label}")[1]:
+        if step.kind == "create_index" and step.index is not None:
+            valid = session.scalar(q["index_valid"], {"schema": settings.schema, "name": step.index})
+            if valid is not True:
+                left.append(f"{label}: {step.describe()} {'not built' if valid is None else 'INVALID'}")
+        elif step.kind == "backfill" and _rows_left(session, settings, step.sql):
+            left.append(f"{label}: {step.describe()} has rows left")
+    return left
+
+
+class _Trial(Exception):
+    """Raised to roll a trial transaction back."""
+
+
+def _rows_left(session: Session, settings: Settings, sql: str) -> bool:
+    q, touched = queries(settings.schema), 0
+    try:
+        with session.transaction():
+            session.execute(q["set_local_lock_timeout"], {"timeout": "500ms"})  # a busy row: do not wait
+            touched = session.execute_count(sql, {"batch": 1})
+            raise _Trial
+    except _Trial:
+        pass
+    except DatabaseError as exc:
+        if not lock_conflict(exc):
+            raise
+        return True  # a row it would touch is locked: it has not been done
+    return touched > 0
+
+
+def unvalidated_constraints(session: Session, settings: Settings) -> list[str]:
+    """Constraints added NOT VALID that deploy has not validated yet (an interrupted deploy)."""
+    q = queries(settings.schema)
+    return [f"constraint {r['name']} on {r['table']} not validated yet"
+            for r in session.all(q["unvalidated_constraints"], {"schema": settings.schema})]
+
+
 def rows(applied: Sequence[Applied]) -> list[presquash.Row]:
     return [(a.version, a.name, a.checksum) for a in applied]
 

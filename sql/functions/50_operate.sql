@@ -28,15 +28,21 @@ language plpgsql volatile set search_path = '' as $$
 declare
     v_id uuid;
 begin
-    with changed as (
+    with target as (
+        select j.id, j.status as was from {{ s }}.jobs j
+        where j.id = p_id and j.status in ('pending', 'processing')
+        for update
+    ), changed as (
         update {{ s }}.jobs j
         set status = 'cancelled', completed_at = now(), lease_expires_at = null, updated_at = now()
-        where j.id = p_id and j.status in ('pending', 'processing')
-        returning j.id, j.attempts, j.worker_id, j.started_at
+        from target t
+        where j.id = t.id
+        returning j.id, j.attempts, j.worker_id, j.started_at, t.was
     ), history as (
+        -- the running attempt ends here; a pending job's last attempt was recorded when it ended
         insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome)
         select c.id, c.attempts, c.worker_id, c.started_at, 'cancelled' from changed c
-        where c.worker_id is not null and c.attempts > 0
+        where c.was = 'processing' and c.worker_id is not null and c.attempts > 0
     )
     select c.id into v_id from changed c;
     if v_id is null then

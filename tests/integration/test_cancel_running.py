@@ -114,3 +114,19 @@ def _assert_cancelled(session: Session, job_id: Any, summary: DrainSummary) -> N
     assert row == {"status": "cancelled", "result": None, "attempts": 1}
     history = session.all("select attempt, outcome from jobkit.job_history where job_id = %s", (job_id,))
     assert history == [{"attempt": 1, "outcome": "cancelled"}]
+
+
+def test_cancelling_writes_one_attempt_row_for_a_running_attempt_and_none_for_an_ended_one(db_url: str) -> None:
+    """A processing job's running attempt ends as 'cancelled'; a job that waits for its retry had
+    its last attempt recorded when it failed: cancelling it adds no second row for that attempt."""
+    from jobkit.jobs import Failure
+
+    with Database(db_url).session() as s:
+        life = Lifecycle(s)
+        waiting, running = life.enqueue_many([NewJob("cancel.rows", {}), NewJob("cancel.rows", {})])
+        claimed = {j.id: j for j in life.claim("cancel.rows", 2, "w", timedelta(seconds=30))}
+        life.fail([Failure(waiting, claimed[waiting].attempts, "boom", retry_in=timedelta(hours=1))])
+        assert life.cancel(waiting) and life.cancel(running)
+        rows = s.all("select job_id, attempt, outcome from jobkit.job_attempts order by outcome")
+    assert rows == [{"job_id": running, "attempt": 1, "outcome": "cancelled"},
+                    {"job_id": waiting, "attempt": 1, "outcome": "retry"}]

@@ -9,7 +9,8 @@ sybil's markdown lexers, with one evaluator per language.
 - ``<!-- skip: next "reason" -->`` (sybil's own): not runnable at all here (a browser, Supabase).
 - ``toml``: read by jobkit's config reader (``parse_settings``); ``sh``: ``bash -n``, and every
   ``jobkit`` command in it parsed by the real click tree; ``sql``: parsed by PostgreSQL's parser
-  (pglast); ``yaml``: parsed. ``text`` and ``mermaid`` are output and diagrams, not examples.
+  (pglast); ``yaml``: parsed; ``dockerfile``: its instructions known, and the one ``jobkit init``
+  writes equal to the template. ``text`` and ``mermaid`` are output and diagrams, not examples.
 
 ``tally`` counts each kind by reading the pages (no evaluation); docs/index.md states the counts
 and tests/docs/test_examples.py holds them equal.
@@ -44,6 +45,7 @@ from sybil.parsers.markdown.lexers import DirectiveInHTMLCommentLexer
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 NOT_EXAMPLES = ("text", "mermaid")  # program output and diagrams
+CHECKED = ("python", "toml", "sh", "bash", "sql", "yaml", "dockerfile")  # each has an evaluator below
 _OPERATORS = {"&&", "||", "|", ";", "&", "(", ")", ";;"}
 
 
@@ -62,7 +64,28 @@ def run_python(example: Example) -> None:
 
 
 def check_toml(example: Example) -> None:
-    parse_settings(tomllib.loads(str(example.parsed)))
+    """jobkit.toml through jobkit's reader; another tool's file (a first line ``# fly.toml``) as TOML."""
+    source = str(example.parsed)
+    data = tomllib.loads(source)
+    first = source.splitlines()[0] if source.strip() else ""
+    if not (first.startswith("# ") and first.endswith(".toml") and first != "# jobkit.toml"):
+        parse_settings(data)
+
+
+_DOCKER = {"FROM", "ENV", "ARG", "WORKDIR", "COPY", "ADD", "RUN", "USER", "EXPOSE", "HEALTHCHECK", "CMD",
+           "ENTRYPOINT", "LABEL", "VOLUME", "STOPSIGNAL", "SHELL", "ONBUILD"}
+
+
+def check_dockerfile(example: Example) -> None:
+    """Every instruction is one Docker knows; the one `jobkit init` writes is the template as is."""
+    source = str(example.parsed)
+    lines = source.replace("\\\n", " ").splitlines()
+    for line in lines:
+        if line.strip() and not line.lstrip().startswith("#"):
+            assert line.split()[0] in _DOCKER, line
+    template = (ROOT / "templates" / "Dockerfile").read_text(encoding="utf-8")
+    if source.splitlines()[0] == template.splitlines()[0]:
+        assert source == template.replace("@JOBKIT_VERSION@", jobkit.__version__), "the guide's Dockerfile is stale"
 
 
 def check_sql(example: Example) -> None:
@@ -70,7 +93,8 @@ def check_sql(example: Example) -> None:
 
 
 def check_yaml(example: Example) -> None:
-    assert yaml.safe_load(str(example.parsed)) is not None
+    documents = list(yaml.safe_load_all(str(example.parsed)))
+    assert documents and all(isinstance(d, dict) for d in documents)
 
 
 def check_shell(example: Example) -> None:
@@ -136,6 +160,7 @@ SYBIL = Sybil(parsers=[
     CodeBlockParser("bash", check_shell),
     CodeBlockParser("sql", check_sql),
     CodeBlockParser("yaml", check_yaml),
+    CodeBlockParser("dockerfile", check_dockerfile),
 ])
 
 
@@ -202,6 +227,9 @@ def tally(pages: Iterable[Path] = PAGES) -> Tally:
             elif mark:
                 out.kinds["compiled only"] += 1
                 out.reasons.append(f"{name}: {mark[1]}")
+            elif language not in CHECKED:
+                out.kinds["unchecked"] += 1
+                out.reasons.append(f"{name}: a {language} block that no evaluator checks and no mark explains")
             else:
                 out.kinds["run" if language == "python" else "validated"] += 1
         out.kinds["setup"] += len(_INVISIBLE.findall(text))

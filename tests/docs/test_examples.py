@@ -50,6 +50,7 @@ def test_the_counts_in_the_docs_are_the_pages() -> None:
     for reason in counts.reasons:
         assert reason.split(": ", 1)[1] in index, f"list the reason on docs/index.md: {reason}"
     assert counts.languages["none"] == 0, "give every fenced block a language"
+    assert counts.kinds["unchecked"] == 0, counts.reasons
     assert counts.kinds["run"] >= 10
 
 
@@ -60,3 +61,5 @@ def test_the_counter_reads_marks_and_languages(tmp_path: Path) -> None:
                     '\n```text\noutput\n```\n')
     counts = tally([page])
     assert dict(counts.kinds) == {"run": 1, "not runnable": 1, "compiled only": 1, "validated": 1, "setup": 0}
+    page.write_text("```js\nf()\n```\n")   # a language nothing checks, without a mark
+    assert tally([page]).kinds["unchecked"] == 1

@@ -1,5 +1,5 @@
-"""The CLI reference page's command table (docs/reference/cli.md), generated from the click tree so that every command and option
-appears in it (tests/unit/test_readme.py regenerates it and diffs):
+"""The command table of the CLI reference page (docs/reference/cli.md), generated from the click
+tree so that every command and option appears in it (tests/unit/test_readme.py regenerates it):
 
     python -m jobkit.cli.reference    # prints the block between docs/reference/cli.md's markers
 """

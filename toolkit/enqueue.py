@@ -195,14 +195,23 @@ async def _async_session(target: Any) -> AsyncIterator[AsyncSession]:
         yield session
 
 
+JSON_TYPES = (dict, list, str, int, float, bool, type(None))  # what a payload may be at its top
+
+
 def check_job(job: NewJob) -> NewJob:
     """Refuse, with the field named, what the database would refuse with a misleading message (a
     long type read as "payload too long", a huge priority as "function does not exist"). A pydantic
     model payload becomes its JSON form (``model_dump(mode="json")``)."""
+    if not isinstance(job, NewJob):
+        raise ConfigError(f"each job to enqueue must be a jobkit.NewJob, got {job!r}",
+                          hint="build each one with jobkit.NewJob(type, payload)")
     type_name(job.type)
     dump = getattr(job.payload, "model_dump", None)
     if callable(dump) and not isinstance(job.payload, type):
         job = job._replace(payload=dump(mode="json"))
+    if not isinstance(job.payload, JSON_TYPES):
+        raise ConfigError(f"the payload of a {job.type} job must be JSON, got a {type(job.payload).__name__}",
+                          hint="pass a dict, list, string, number, bool, None or a pydantic model")
     if job.priority is not None:
         integer(job.priority, "priority", -(2**31), 2**31 - 1)
     if job.run_at is not None:

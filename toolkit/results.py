@@ -160,7 +160,8 @@ class _Watch:
                             f"{_last_line(state.error)}", job=state)
         if time.monotonic() >= self.deadline:
             raise WaitTimeout(f"job {self.job} did not finish within {self.timeout:g}s "
-                              f"(it is {state.status.value})", job_id=self.job, status=state.status.value)
+                              f"(it is {state.status.value}{_why(state)})", hint=_timeout_hint(state),
+                              job_id=self.job, status=state.status.value)
         return None
 
     def next_pause(self, listening: bool) -> float:
@@ -213,3 +214,17 @@ def _uuid(job_id: UUID | str) -> UUID:
 def _last_line(error: str | None) -> str:
     lines = [line for line in (error or "").strip().splitlines() if line.strip()]
     return lines[-1].strip() if lines else "no error recorded"
+
+
+def _why(state: JobResult) -> str:
+    """What a timed-out wait's message adds: a job still pending at attempt 0 was never claimed."""
+    if state.status == Status.PENDING and state.attempts == 0:
+        return ": no worker has claimed it yet"
+    return ""
+
+
+def _timeout_hint(state: JobResult) -> str | None:
+    if state.status == Status.PENDING and state.attempts == 0:
+        return ("is a worker serving this job type? start one (`jobkit worker serve jobs:jobs`), "
+                "and check wake-ups with `jobkit status` and `jobkit doctor`")
+    return None

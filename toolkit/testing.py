@@ -14,7 +14,7 @@ milliseconds::
 
 **A real database**: :func:`deployed_database` creates a database on a PostgreSQL server with
 pg_cron (``jobkit db start`` gives you one), deploys jobkit into it without schedules, yields its
-URL and drops it afterwards (README, "Testing your handlers").
+URL and drops it afterwards (docs/guides/testing.md).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from uuid import UUID
 
@@ -48,6 +49,9 @@ def test_jobs_list_show_cancel_retry_purge(db_url: str, manager: Lifecycle, sess
     dead_id = listed[0]["id"]
     shown = runner.invoke(cli, ["jobs", "show", dead_id, *base])
     assert shown.exit_code == 0 and "attempt 1 on w: failed" in shown.output and "boom" in shown.output
+    # issue 26: an attempt's duration prints as 2m30s / 12ms, never as a Python timedelta (0:00:00.012)
+    assert re.search(r"attempt 1 on w: failed at \S+ \(((\d+(d|h|m|s|ms))+|-)\)", shown.output), shown.output
+    assert not re.search(r"\(\d+:\d\d:\d\d", shown.output)
     assert runner.invoke(cli, ["jobs", "retry", "--dead", "--type", "mail", "--yes", *base]).output.strip() == \
         "retrying 1 job(s)"
     assert manager.get(_uuid(dead_id)).status == "pending"  # type: ignore[union-attr]

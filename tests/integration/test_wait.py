@@ -113,6 +113,8 @@ def test_wait_times_out_cleanly(db_url: str) -> None:
         jobkit.wait(db_url, job_id, timeout=0.3)
     assert late.value.status == "pending" and late.value.job_id == job_id
     assert "did not finish within 0.3s" in late.value.message and late.value.hint
+    # issue 26: a job nobody claimed says so, and the hint names the worker
+    assert "no worker has claimed it yet" in late.value.message and "jobkit worker serve" in late.value.hint
     wait_for(lambda: _listening(db_url) == 0, 10, "wait() left its connection open")
 
     async def main() -> None:

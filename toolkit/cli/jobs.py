@@ -9,7 +9,7 @@ import click
 from rich.progress import Progress
 from rich.table import Table
 
-from ..durations import parse_duration
+from ..durations import format_duration, parse_duration
 from ..ops import admin as jobsadmin
 from .common import State, console, db_url_option, pass_state, timestamp
 from .operate import act, selection_options
@@ -95,7 +95,7 @@ def show(state: State, job_id: str, as_json: bool, db_url: str | None) -> None:
     for a in attempts:
         out.print(
             f"- attempt {a.attempt} on {a.worker_id}: {a.outcome} at {timestamp(a.finished_at)} "
-            f"({a.duration})",
+            f"({format_duration(a.duration) if a.duration is not None else '-'})",
             markup=False,
         )
         if a.error:

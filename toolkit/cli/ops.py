@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 
 import click
 from rich.live import Live
 from rich.table import Table
 
+from ..durations import format_duration
 from ..exceptions import DriftError
 from ..ops import doctor as doctor_api
 from ..ops import status as status_api
 from .common import State, console, db_url_option, pass_state, timestamp
 
 ICONS = {"pass": "[green]✓ pass[/]", "warn": "[yellow]! warn[/]", "fail": "[red]✗ fail[/]"}
+
+
+#: The status table's columns. "failed attempts" (retried or final) and "dead jobs" are distinct words
+#: everywhere (issue 26): a failed attempt may be retried; a failed job is out of attempts.
+STATUS_COLUMNS = ("type", "runnable", "later", "running", "done 1h", "failed attempts 1h", "dead jobs 1h",
+                  "cancelled 1h", "keys", "oldest due", "per min", "wake-ups 1h")
 
 
 @click.command()
@@ -53,24 +61,12 @@ def status(state: State, as_json: bool, watch: bool, db_url: str | None) -> None
 
 def render(st: status_api.QueueStatus) -> Table:
     table = Table(title="jobkit status", title_justify="left")
-    for column in (
-        "type",
-        "runnable",
-        "later",
-        "running",
-        "done 1h",
-        "failed 1h",
-        "dead 1h",
-        "cancelled 1h",
-        "keys",
-        "oldest due",
-        "per min",
-        "wake-ups 1h",
-    ):
+    for column in STATUS_COLUMNS:
         table.add_column(column, justify="left" if column in ("type", "wake-ups 1h") else "right")
     for t in st.types:
         wakes = ", ".join(f"{k} {v}" for k, v in sorted(st.wakeups.get(t.type, {}).items())) or "-"
-        oldest = f"{t.oldest_runnable_s:.0f}s" if t.oldest_runnable_s is not None else "-"
+        oldest = (format_duration(timedelta(seconds=round(t.oldest_runnable_s)))
+                  if t.oldest_runnable_s is not None else "-")
         paused = " (paused)" if t.paused else f" ({t.paused_keys} keys paused)" if t.paused_keys else ""
         table.add_row(
             t.type + paused,

@@ -1,7 +1,7 @@
-"""The README's command reference, generated from the click tree so that every command and option
-appears in it (tests/unit/test_readme.py regenerates it and diffs):
+"""The command table of the CLI reference page (docs/reference/cli.md), generated from the click
+tree so that every command and option appears in it (tests/unit/test_readme.py regenerates it):
 
-    python -m jobkit.cli.reference    # prints the block between the README's cli-reference markers
+    python -m jobkit.cli.reference    # prints the block between docs/reference/cli.md's markers
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def show(db: Database, settings: Settings, job_id: UUID) -> tuple[Job, list[Atte
 
 
 def attempt_limit(db: Database, settings: Settings, job_id: UUID) -> int:
-    """The attempt limit of the job's round (README "One rule for max_attempts")."""
+    """The attempt limit of the job's round (docs/concepts.md, "Leases, fencing and attempts")."""
     with db.session() as s:
         return int(s.scalar(queries(settings.schema)["job_attempt_limit"], {"id": job_id}))
 

@@ -3,7 +3,7 @@
 A type is known when jobkit.toml declares it (``[types.X]``, ``[user_api] types``, a schedule's
 ``type``), a worker has served it (workers record their handlers' types when they start:
 ``known_types``), it is paused, or jobs of it exist. `jobkit enqueue --new-type` introduces one on
-purpose (and records it). The Python API does not check (README "Unknown job types").
+purpose (and records it). The Python API does not check (docs/guides/enqueue.md, "Unknown job types").
 """
 
 from __future__ import annotations

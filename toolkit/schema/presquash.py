@@ -161,4 +161,4 @@ def layout_of(rows: Sequence[Row], schema: str) -> Layout:
 
 def _start_over(schema: str) -> str:
     return (f"nothing was changed; copy out the jobs you need, then `drop schema {schema} cascade` and run "
-            "`jobkit deploy` (README: Upgrading)")
+            "`jobkit deploy` (docs/guides/upgrading.md)")

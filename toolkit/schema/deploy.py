@@ -15,7 +15,7 @@ from ..connector import Database, Session
 from ..cron import schedules as scheduling
 from ..exceptions import DeployError, DriftError, PrerequisiteError
 from ..queries import queries
-from . import functions, presquash, sync
+from . import functions, presquash, sync, triggers
 from .locks import Retry
 from .migrations import (
     Plan,
@@ -52,6 +52,7 @@ class DeployReport:
     settings_changed: list[str] = field(default_factory=list)
     schedules_changed: list[str] = field(default_factory=list)
     functions_changed: list[str] = field(default_factory=list)
+    triggers_changed: list[str] = field(default_factory=list)  # [triggers.<name>] (issue 24)
     notices: list[str] = field(default_factory=list)
     head: str | None = None
     sql: str = ""
@@ -59,7 +60,7 @@ class DeployReport:
     @property
     def changed(self) -> bool:
         return bool(self.applied or self.types_changed or self.settings_changed or self.schedules_changed
-                    or self.functions_changed)
+                    or self.functions_changed or self.triggers_changed)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ def deploy(
         sync.check_ratelimit_names(session, settings, deployed=bool(applied))
         if options.schedules:
             scheduling.preflight(db, settings)  # before any migration: nothing half-applied
+        planned = triggers.preflight(session, settings)  # tables, columns, grants, `when`: likewise
         with _deploy_lock(session, settings, options.lock_wait, echo):
             applied = applied_migrations(session, settings)
             if presquash.is_presquash(rows(applied)):
@@ -116,6 +118,7 @@ def deploy(
                     report.functions_changed = functions.apply(
                         session, settings, lock_timeout=options.lock_timeout, keep=False).lines()
                     _compare_data(db, session, settings, options, report, apply=False)
+                    report.triggers_changed = triggers.drift(session, settings, planned)
                 if options.check:
                     _raise_if_drift(the_plan, report)
                 else:
@@ -142,6 +145,8 @@ def deploy(
             report.functions_changed, report.notices = changes.lines(), report.notices + changes.notices
             validate_constraints(session, settings, lock_timeout=timeout, retry=retry, echo=echo)
             _compare_data(db, session, settings, options, report, apply=True)
+            report.triggers_changed = triggers.apply(session, settings, planned, lock_timeout=timeout,
+                                                     retry=retry, echo=echo)
     return report
 
 
@@ -273,6 +278,8 @@ def _raise_if_drift(the_plan: Plan, report: DeployReport) -> None:
         problems.append("runtime settings differ: " + ", ".join(report.settings_changed))
     if report.schedules_changed:
         problems.append("schedules differ: " + "; ".join(report.schedules_changed))
+    if report.triggers_changed:
+        problems.append("row triggers differ: " + "; ".join(report.triggers_changed))
     if problems:
         raise DriftError("database drift: " + "; ".join(problems))
 

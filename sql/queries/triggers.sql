@@ -87,6 +87,6 @@ where r.name operator(pg_catalog.=) %(name)s and r.op operator(pg_catalog.=) %(o
 -- Jobs each trigger made in the last hour (jobs.source, 0015), by trigger name.
 select j.source operator(pg_catalog.->>) 'trigger' as name, pg_catalog.count(*) as jobs
 from {{ s }}.jobs j
-where j.created_at operator(pg_catalog.>) pg_catalog.now() operator(pg_catalog.-) interval '1 hour'
+where j.created_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
   and j.source is not null
 group by 1

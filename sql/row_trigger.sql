@@ -1,7 +1,9 @@
 {#- A declared row trigger ([triggers.<name>] in jobkit.toml) for one operation, rendered by
-    toolkit/schema/triggers.py. trial: only the select, over typed nulls shaped like the table, for
-    deploy's rolled-back check of `when` and the payload (no privilege on the table needed). -#}
+    toolkit/schema/triggers.py in three parts: "trial" (only the select, over typed nulls shaped
+    like the table, for deploy's rolled-back check of `when` and the payload: no privilege on the
+    table needed), "function" (the trigger function) and "trigger" (the CREATE TRIGGER). -#}
 {%- set alias = "old" if op == "delete" else "new" -%}
+{%- set trial = part == "trial" -%}
 {%- macro object(rel, cols) -%}
 pg_catalog.jsonb_build_object({% for c in cols %}{{ c | literal }}, {{ rel }}.{{ c | ident }}{% if not loop.last %}, {% endif %}{% endfor %})
 {%- endmacro -%}
@@ -21,7 +23,11 @@ pg_catalog.jsonb_build_object({% for c in cols %}{{ c | literal }}, {{ rel }}.{{
         where ({{ when or "true" }}
         )
 {%- endmacro -%}
-{%- if trial -%}
+{%- if part == "trigger" -%}
+create trigger {{ trigger | ident }} after {{ op }} on {{ table_schema | ident }}.{{ table_name | ident }}
+    referencing {% if op != "insert" %}old table as jobkit_old {% endif %}{% if op != "delete" %}new table as jobkit_new {% endif %}
+    for each statement execute function {{ s }}.{{ fn | ident }}()
+{%- elif trial -%}
 select * from (
 {{ select() }}
 ) trial limit 0

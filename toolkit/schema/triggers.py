@@ -30,16 +30,6 @@ from .locks import Echo, Retry, gave_up_hint, lock_conflict, retrying
 from .migrations import milliseconds
 from .render import environment, ident
 
-_CREATE = {
-    "insert": "create trigger {trigger} after insert on {table} referencing new table as jobkit_new "
-              "for each statement execute function {function}()",
-    "update": "create trigger {trigger} after update on {table} referencing old table as jobkit_old "
-              "new table as jobkit_new for each statement execute function {function}()",
-    "delete": "create trigger {trigger} after delete on {table} referencing old table as jobkit_old "
-              "for each statement execute function {function}()",
-}
-
-
 @dataclass(frozen=True)
 class Table:
     """A trigger's table as the deploying role sees it (query trigger_table)."""
@@ -59,6 +49,7 @@ class Planned:
     op: str
     table: Table
     function_sql: str
+    trigger_sql: str
     checksum: str
 
     @property
@@ -69,10 +60,13 @@ class Planned:
         return f"trigger {self.config.name} ({self.op} on {self.config.qualified})"
 
 
-def render(settings: Settings, config: TriggerConfig, op: str, table: Table, *, trial: bool = False) -> str:
-    """The trigger function (or, with ``trial``, the select it runs over typed nulls)."""
+def render(settings: Settings, config: TriggerConfig, op: str, table: Table, part: str) -> str:
+    """One part of sql/row_trigger.sql: "function", "trigger", or "trial" (the function's select
+    over typed nulls shaped like the table)."""
     context = {
-        "s": ident(settings.schema), "schema": settings.schema, "trial": trial, "op": op,
+        "s": ident(settings.schema), "schema": settings.schema, "part": part, "op": op,
+        "trigger": config.trigger_name(settings.schema, op), "table_schema": config.schema,
+        "table_name": config.table,
         "name": config.name, "fn": config.function_name(op), "tag": BODY_TAG, "type": config.type,
         "table_label": config.qualified, "when": config.when, "idempotency": config.idempotency,
         "payload": config.payload, "pk": list(table.pk), "columns": sorted(table.columns.items()),
@@ -91,10 +85,10 @@ def preflight(session: Session, settings: Settings) -> list[Planned]:
 
 def _plan(session: Session, settings: Settings, config: TriggerConfig, op: str) -> Planned:
     table = _table(session, settings, config)
-    trial = render(settings, config, op, table, trial=True)
+    trial = render(settings, config, op, table, "trial")
     try:
         with session.transaction():
-            session.script(trial)
+            script(session, settings, trial)
             raise _RolledBack
     except _RolledBack:
         pass
@@ -104,10 +98,16 @@ def _plan(session: Session, settings: Settings, config: TriggerConfig, op: str) 
                           hint="fix when: one SQL condition over new."
                           f"{'/old.' if op == 'update' else ''}<column>; qualify functions "
                           "(e.g. pg_catalog.lower): the search_path is empty") from None
-    function_sql = render(settings, config, op, table)
-    statement = _CREATE[op] + config.trigger_name(settings.schema, op) + table.regclass
-    checksum = hashlib.sha256((function_sql + statement).encode()).hexdigest()
-    return Planned(config, op, table, function_sql, checksum)
+    function_sql = render(settings, config, op, table, "function")
+    trigger_sql = render(settings, config, op, table, "trigger")
+    checksum = hashlib.sha256((function_sql + trigger_sql).encode()).hexdigest()
+    return Planned(config, op, table, function_sql, trigger_sql, checksum)
+
+
+def script(session: Session, settings: Settings, sql: str) -> None:
+    """A rendered part, after the search_path pin every deploy script starts with (pg_catalog only:
+    what the trigger function's empty search_path resolves too, whatever the role's default)."""
+    session.script(";\n".join((queries(settings.schema)["pin_search_path"], sql)))
 
 
 class _RolledBack(Exception):
@@ -240,7 +240,7 @@ def _apply_one(session: Session, settings: Settings, plan: Planned, row: dict[st
     if (row is not None and before is not None and before["enabled"] and before["hash"] == row["definition"]
             and row["checksum"] == plan.checksum):
         return ""
-    session.script(plan.function_sql)
+    script(session, settings, plan.function_sql)
     names = {"trigger": (trigger,), "table": (plan.config.schema, plan.config.table),
              "function": (settings.schema, plan.config.function_name(plan.op))}
     if before is not None and _trigger_broken(before, row):
@@ -251,7 +251,7 @@ def _apply_one(session: Session, settings: Settings, plan: Planned, row: dict[st
         session.execute_utility("drop trigger {trigger} on {table}", identifiers=names)
         before = None
     if before is None:
-        session.execute_utility(_CREATE[plan.op], identifiers=names)
+        script(session, settings, plan.trigger_sql)
     after = _state(session, settings, plan)
     session.execute(queries(settings.schema)["row_trigger_record"], {
         "name": plan.config.name, "op": plan.op, "table": plan.config.qualified, "trigger": trigger,

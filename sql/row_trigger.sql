@@ -52,9 +52,11 @@ begin
 {{ select() }}
     ) r
     left join {{ s }}.job_types t on t.type operator(pg_catalog.=) r.type
+{%- if idempotency == "pk" %}
     on conflict (type, idempotency_key)
         where idempotency_key is not null and status in ('pending', 'processing')
-        do nothing;
+        do nothing
+{%- endif %};
     return null;
 end
 {{ tag }};

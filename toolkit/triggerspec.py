@@ -131,7 +131,8 @@ def _job_type(value: Any, where: str) -> str:
 def _payload(value: Any, where: str) -> str | tuple[str, ...]:
     if value in ("row", "pk"):
         return str(value)
-    if isinstance(value, list) and value and all(isinstance(c, str) and _IDENT_RE.fullmatch(c) for c in value):
+    if isinstance(value, list) and value and all(isinstance(c, str) and _IDENT_RE.fullmatch(c)
+                                                 for c in value):
         if len(set(value)) != len(value):
             raise ConfigError(f"{where} payload lists a column twice", hint="name each column once")
         return tuple(value)
@@ -152,8 +153,10 @@ def _when(value: Any, where: str) -> str | None:
 
 
 def _idempotency(value: Any, where: str) -> str | None:
-    if value is None or value == "pk":
-        return value
+    if value is None:
+        return None
+    if value == "pk":
+        return "pk"
     raise ConfigError(f"{where} idempotency must be \"pk\", got {value!r}",
                       hint='idempotency = "pk" keeps one unfinished job per row; leave it out for none')
 

@@ -64,7 +64,8 @@ def cli(state: Any, config_path: str | None, verbose: bool) -> None:
 
 
 for command in (*deploy_cmd.COMMANDS, *dev_cmd.COMMANDS, db_cmd.db, schedule, secrets,
-                enqueue, ratelimit, *pause_cmd.COMMANDS, worker, *ops_cmd.COMMANDS, jobs, init, dashboard, triggers):
+                enqueue, ratelimit, *pause_cmd.COMMANDS, worker, *ops_cmd.COMMANDS, jobs, init, dashboard,
+                triggers):
     cli.add_command(command)
 
 

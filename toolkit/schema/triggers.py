@@ -30,6 +30,7 @@ from .locks import Echo, Retry, gave_up_hint, lock_conflict, retrying
 from .migrations import milliseconds
 from .render import environment, ident
 
+
 @dataclass(frozen=True)
 class Table:
     """A trigger's table as the deploying role sees it (query trigger_table)."""

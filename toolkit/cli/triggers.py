@@ -17,7 +17,7 @@ def triggers() -> None:
     """Row triggers: a row change on an app table becomes a job in the same transaction.
 
     \b
-    Declared in jobkit.toml and made by `jobkit deploy`:
+    Example (jobkit.toml; `jobkit deploy` makes the trigger):
       [triggers.welcome]
       table = "auth.users"
       on = ["insert"]

@@ -7,6 +7,7 @@ pg_net webhook is in tests/faults/test_trigger_crash.py."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from typing import Any
@@ -265,3 +266,22 @@ def test_triggers_list_shows_table_events_condition_type_and_jobs_of_the_last_ho
     result = CliRunner().invoke(cli, ["triggers", "list", "--json", "--db-url", shop])
     assert result.exit_code == 0, result.output
     assert {r["name"]: r["jobs_last_hour"] for r in json.loads(result.output)} == {"placed": 7, "receipt": 3}
+
+
+def test_the_dashboard_has_a_triggers_section(shop: str) -> None:
+    from jobkit.dashboard.app import Dashboard
+    from starlette.testclient import TestClient
+
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("insert into orders (id) select g from generate_series(1, 4) g")
+        conn.execute("alter table orders disable trigger jobkit_receipt_upd")
+    dashboard = Dashboard(shop, Settings(db_url=shop))
+    try:
+        with TestClient(dashboard.app, base_url="http://127.0.0.1", follow_redirects=False) as client:
+            page = client.get("/triggers", headers={"accept": "text/html"})
+    finally:
+        dashboard.close()
+    assert page.status_code == 200, page.text[:300]
+    rows = re.findall(r"<tr><td>(\w+)</td><td>([\w.]+)</td>.*?<td class=\"num\">(\d+)</td></tr>", page.text, re.S)
+    assert rows == [("placed", "public.orders", "4"), ("receipt", "public.orders", "0")]
+    assert "<strong>disabled</strong>" in page.text

@@ -9,6 +9,7 @@ from ..config import Settings
 from ..connector import Database, Session
 from ..queries import queries
 from ..schema.triggers import deployed
+from ..triggerspec import OPERATIONS
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ def rows(session: Session, settings: Settings) -> list[TriggerRow]:
         by_name.setdefault(str(row["name"]), []).append(row)
     out = []
     for name, ops in sorted(by_name.items()):
+        ops.sort(key=lambda op: OPERATIONS.index(str(op["op"])))
         spec = ops[0]["spec"]
         assert isinstance(spec, dict)
         states = [_state(op) for op in ops]

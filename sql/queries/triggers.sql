@@ -6,6 +6,7 @@
 -- role may create triggers on it (TRIGGER, or membership in the owner), owns it (needed to drop,
 -- disable or replace a trigger), its columns with their types, and its primary key in order.
 select c.oid::pg_catalog.regclass::pg_catalog.text as regclass, c.relkind::pg_catalog.text as relkind,
+       current_user::pg_catalog.text as role,
        pg_catalog.pg_get_userbyid(c.relowner)::pg_catalog.text as owner,
        pg_catalog.pg_has_role(c.relowner, 'USAGE') as owned,
        pg_catalog.has_schema_privilege(n.oid, 'USAGE')

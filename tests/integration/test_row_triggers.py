@@ -149,11 +149,16 @@ def test_a_trigger_on_an_auth_users_table_owned_by_another_role(cluster: Any, ad
                      " raw_user_meta_data jsonb)")
         conn.execute(psql.SQL("alter table auth.users owner to {}").format(psql.Identifier(auth)))
         conn.execute(psql.SQL("grant usage on schema auth to {}").format(psql.Identifier(owner)))
-        conn.execute(psql.SQL("grant trigger on auth.users to {}").format(psql.Identifier(owner)))
     owner_url = fresh_db.replace("postgres@", f"{owner}@")
     auth_url = fresh_db.replace("postgres@", f"{auth}@")
     welcome = {"table": "auth.users", "on": ["insert"], "type": "send_welcome", "payload": ["id", "email"]}
     try:
+        with pytest.raises(DeployError, match=f"role {owner} cannot create triggers on auth.users") as caught:
+            _deploy(owner_url, welcome=welcome)  # no TRIGGER yet: refused before anything is applied
+        assert f"GRANT TRIGGER ON auth.users TO {owner}" in caught.value.hint
+        assert _scalar(fresh_db, "select count(*) from pg_namespace where nspname = 'jobkit'") == 0
+        with psycopg.connect(fresh_db, autocommit=True) as conn:
+            conn.execute(psql.SQL("grant trigger on auth.users to {}").format(psql.Identifier(owner)))
         assert _deploy(owner_url, welcome=welcome) == ["trigger welcome (insert on auth.users) added"]
         with psycopg.connect(auth_url, autocommit=True) as conn:  # the auth service signs a user up
             user = conn.execute("insert into auth.users (email) values ('ada@example.com') returning id").fetchone()

@@ -129,9 +129,10 @@ def _table(session: Session, settings: Settings, config: TriggerConfig) -> Table
         raise DeployError(f"{where} {config.qualified} is one of jobkit's own tables",
                           hint="declare row triggers on your app's tables")
     if not row["can_trigger"]:
-        raise DeployError(f"{where} role cannot create triggers on {config.qualified} (owned by "
-                          f"{row['owner']})", hint=f"as {row['owner']}: GRANT USAGE ON SCHEMA "
-                          f"{config.schema} and GRANT TRIGGER ON {config.qualified} to the deploying role")
+        raise DeployError(f"{where} role {row['role']} cannot create triggers on {config.qualified} "
+                          f"(owned by {row['owner']})", hint=f"as {row['owner']}: GRANT USAGE ON SCHEMA "
+                          f"{config.schema} TO {row['role']}; GRANT TRIGGER ON {config.qualified} TO "
+                          f"{row['role']}")
     columns: dict[str, str] = dict(row["columns"] or {})
     pk = tuple(row["pk"] or ())
     if not pk:

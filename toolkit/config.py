@@ -23,6 +23,7 @@ from typing import Any
 
 from . import validate as v
 from .exceptions import ConfigError
+from .triggerspec import TriggerConfig, parse_triggers
 
 CONFIG_FILE = "jobkit.toml"
 URL_ENV_VARS = ("JOBKIT_DB_URL", "SUPABASE_DB_URL", "DATABASE_URL")
@@ -207,6 +208,7 @@ class Settings:
     api_schema: str | None = None  # the Data API schema of wrappers for supabase-py (optional)
     user_api: UserApiConfig | None = None  # the per-user job API for end users (optional)
     payload_index: bool = False  # [dashboard] payload_index: a GIN index for payload search
+    triggers: Mapping[str, TriggerConfig] = field(default_factory=dict)  # [triggers.<name>] (issue 24)
     home: Path = Path(".jobkit")
     source: Path | None = None
 
@@ -287,7 +289,7 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None, names
     """Validate a parsed jobkit.toml document (with ``names``, also the names derived from it:
     :func:`check_names`)."""
     v.only(data, {"schema", "db_url", "defaults", "types", "retention", "wake", "maintenance",
-                 "schedules", "ratelimits", "api", "user_api", "dashboard"}, "jobkit.toml")
+                 "schedules", "ratelimits", "api", "user_api", "dashboard", "triggers"}, "jobkit.toml")
     defaults = _type_config(data.get("defaults", {}), TypeConfig(), "[defaults]")
     types = {
         v.type_name(name): _type_config(body, defaults, f"[types.{name}]")
@@ -317,6 +319,7 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None, names
         api_schema=api_schema,
         user_api=_user_api(data.get("user_api"), schema, api_schema, types),
         payload_index=_dashboard(data.get("dashboard", {})),
+        triggers=parse_triggers(data.get("triggers", {}), schema),
         source=source,
     )
     return check_names(settings) if names else settings

@@ -94,6 +94,16 @@ KEYS: list[Key] = [
     Key("user_api", "burst", "5", "integer, 1 to 1,000,000", "a user's bucket size"),
     Key("dashboard", "payload_index", "false", "true or false",
         "a GIN index for the dashboard's payload search"),
+    Key("triggers.NAME", "table", "required", '"schema.table" (or a table of public), an app table',
+        "the table whose row changes make jobs"),
+    Key("triggers.NAME", "on", "required", "a non-empty list of insert, update, delete",
+        "the operations (one statement-level trigger each)"),
+    Key("triggers.NAME", "when", "none", "SQL over new (and old for updates); deploy compiles it",
+        "only rows that match make a job"),
+    Key("triggers.NAME", "type", "required", "a job type", "the type of the jobs made"),
+    Key("triggers.NAME", "payload", "required", '"row", "pk" or a list of the table\'s columns',
+        "what the job's payload holds"),
+    Key("triggers.NAME", "idempotency", "none", '"pk"', "one unfinished job per row and trigger"),
 ]
 
 

@@ -124,11 +124,13 @@ order by r.relname, c.conname
 -- name: managed_fingerprint
 -- What sql/functions/ manages in jobkit's schema, each object with the hash of its definition (as
 -- PostgreSQL prints it): `deploy` reports the difference before and after, `deploy --check` fails
--- on one. Functions of extensions are not jobkit's.
+-- on one. Functions of extensions are not jobkit's, nor those of declared row triggers (rowtrigger_*,
+-- compared by toolkit/schema/triggers.py).
 select 'function ' operator(pg_catalog.||) p.oid::pg_catalog.regprocedure::pg_catalog.text as object,
        pg_catalog.md5(pg_catalog.pg_get_functiondef(p.oid)) as hash
 from pg_catalog.pg_proc p
 where p.pronamespace operator(pg_catalog.=) %(schema)s::pg_catalog.regnamespace
+  and not (p.proname::pg_catalog.text operator(pg_catalog.~~) 'rowtrigger\_%%')
   and not exists (select 1 from pg_catalog.pg_depend d
                   where d.classid operator(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
                     and d.objid operator(pg_catalog.=) p.oid and d.deptype operator(pg_catalog.=) 'e')
@@ -158,9 +160,12 @@ select pg_catalog.set_config('jobkit.deploy_' operator(pg_catalog.||) %(key)s, %
 -- name: functions_before
 -- jobkit's functions as they were before this transaction applied sql/functions/: a function whose
 -- row is still the same (oid, xmin) afterwards was not written by any file.
+-- The functions of declared row triggers (rowtrigger_*, toolkit/schema/triggers.py) are not the files':
+-- they are never dropped as stale here.
 create temporary table pg_temp.jobkit_functions_before on commit drop as
 select p.oid as fn_oid, p.xmin::pg_catalog.text as fn_xmin from pg_catalog.pg_proc p
 where p.pronamespace operator(pg_catalog.=) {{ schema | literal }}::pg_catalog.regnamespace
+  and not (p.proname::pg_catalog.text operator(pg_catalog.~~) 'rowtrigger\_%')
 
 -- name: function_grants_keep
 -- The EXECUTE privileges on jobkit's functions that roles other than the owner hold, by function

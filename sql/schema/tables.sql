@@ -56,6 +56,9 @@ create table {{ s }}.jobs (
     -- "message", "data"}), written by set_progress at most a few times a second.
     progress             jsonb,
     owner                text,  -- the app user it belongs to, their JWT subject (the per-user API sets it)
+    -- a job made by a declared row trigger ([triggers.<name>], 0015): {"trigger", "table", "op",
+    -- "pk"}; null for every other job.
+    source               jsonb,
     constraint jobs_type_not_empty check (type <> ''),
     constraint jobs_lease_when_processing check (status <> 'processing' or lease_expires_at is not null),
     constraint jobs_scheduled_for_finite check (pg_catalog.isfinite(scheduled_for)),  -- no infinity
@@ -284,6 +287,22 @@ create table {{ s }}.known_types (
     seen_at timestamptz not null default now()  -- the last start of a worker serving it
 );
 
+-- The row triggers deploy manages ([triggers.<name>] in jobkit.toml), one row per trigger and
+-- operation: the sha256 of the SQL that made them and the md5 of their definitions afterwards,
+-- so that deploy --check and doctor see one dropped, disabled or altered by hand.
+create table {{ s }}.row_triggers (
+    name          text not null,
+    op            text not null check (op in ('insert', 'update', 'delete')),
+    table_name    text not null,  -- schema.table as declared
+    trigger_name  text not null,  -- on the table; prefixed with jobkit's schema
+    function_name text not null,  -- in jobkit's schema
+    spec          jsonb not null, -- the declaration: table, on, when, type, payload, idempotency
+    checksum      text not null,  -- sha256 of the rendered SQL
+    definition    text not null,  -- md5 of the trigger's and the function's definitions after deploy
+    deployed_at   timestamptz not null default now(),
+    primary key (name, op)
+);
+
 alter table {{ s }}.jobs enable row level security;
 alter table {{ s }}.job_attempts enable row level security;
 alter table {{ s }}.job_types enable row level security;
@@ -300,3 +319,4 @@ alter table {{ s }}.known_types enable row level security;
 alter table {{ s }}.wake_nonces enable row level security;
 alter table {{ s }}.wake_drains enable row level security;
 alter table {{ s }}.wake_sent enable row level security;
+alter table {{ s }}.row_triggers enable row level security;

@@ -32,7 +32,7 @@ from starlette.testclient import TestClient
 
 TOKEN = "t0ken-for-the-dashboard-tests"
 JWT_SECRET = "super-secret-jwt-key-of-the-supabase-project"
-PAGES = ["/", "/fragments/overview", "/jobs", "/schedules", "/ratelimits", "/actions",
+PAGES = ["/", "/fragments/overview", "/jobs", "/schedules", "/ratelimits", "/triggers", "/actions",
          "/jobs?status=dead", "/jobs?payload=%7B%22user_id%22%3A3%7D", "/?window=1d&type=send_email"]
 HTML = {"accept": "text/html"}
 

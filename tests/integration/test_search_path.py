@@ -491,6 +491,54 @@ def _deploy(config: Path, db_url: str) -> None:
     _cli(config, "deploy", "--check", "--db-url", db_url)
 
 
+# Declared row triggers (issue 24) on an app table outside public.
+SHOP = "create schema if not exists shop; create table if not exists shop.orders (id bigint primary key, status text, email text)"
+TRIGGERS = """
+[triggers.placed]
+table = "shop.orders"
+on = ["insert"]
+type = "mail"
+payload = ["id", "email"]
+idempotency = "pk"
+
+[triggers.receipt]
+table = "shop.orders"
+on = ["update"]
+when = "{when}"
+type = "mail"
+payload = "row"
+
+[triggers.gone]
+table = "shop.orders"
+on = ["delete"]
+when = "old.status = 'paid'"
+type = "mail"
+payload = "pk"
+"""
+
+
+def _row_triggers(config: Path, db_url: str) -> None:
+    """Deploy row triggers, fire them (their functions run as the owner), list, change, remove."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(SHOP)
+    paid = "new.status = 'paid' and old.status is distinct from 'paid'"
+    config.write_text(CONFIG.format(extra=TRIGGERS.format(when=paid)))
+    _cli(config, "deploy", "--db-url", db_url)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("insert into shop.orders (id, status, email) select g, 'new', 'x' from pg_catalog.generate_series(1, 3) g")
+        conn.execute("update shop.orders set status = 'paid'")
+        conn.execute("delete from shop.orders where id operator(pg_catalog.=) 1")
+    assert '"jobs_last_hour": 3' in _cli(config, "triggers", "list", "--json", "--db-url", db_url).output
+    config.write_text(CONFIG.format(extra=TRIGGERS.format(when="pg_catalog.upper(new.status) = 'PAID'")))
+    _cli(config, "deploy", "--db-url", db_url)
+    _cli(config, "deploy", "--check", "--db-url", db_url)
+    config.write_text(CONFIG.format(extra=""))
+    _cli(config, "deploy", "--db-url", db_url)  # removes them
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        row = conn.execute("select pg_catalog.count(*) from jobkit.jobs where source is not null").fetchone()
+    assert row is not None and row[0] == 7
+
+
 def _locked_deploy(config: Path, db_url: str) -> None:
     """A deploy that queues for the deploy lock (held here) until --lock-wait runs out."""
     with psycopg.connect(db_url, autocommit=True) as holder:
@@ -777,6 +825,7 @@ def test_planted_objects_never_run(
     steps: list[tuple[str, Callable[[], object]]] = [
         ("deploy", lambda: _deploy(config, db_url)),
         ("deploy behind a held lock", lambda: _locked_deploy(config, db_url)),
+        ("row triggers", lambda: _row_triggers(config, db_url)),
         ("enqueue", lambda: _enqueue(db_url, config)),
         ("worker", lambda: _drain(db_url)),
         ("job manager", lambda: _with_session(db_url, _manager)),
@@ -893,7 +942,9 @@ def test_every_function_pins_an_empty_search_path(db_url: str, tmp_path: Path) -
     """Every function jobkit creates, in its schema, the Data API's and the per-user API's (trigger
     functions included), resolves names in pg_catalog only, whoever calls it and from where."""
     config = tmp_path / "jobkit.toml"
-    config.write_text(CONFIG.format(extra=""))
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(SHOP)
+    config.write_text(CONFIG.format(extra=TRIGGERS.format(when="new.status = 'paid'")))
     _cli(config, "deploy", "--db-url", db_url)
     with Database(db_url).session() as session:
         rows = session.all(
@@ -901,6 +952,7 @@ def test_every_function_pins_an_empty_search_path(db_url: str, tmp_path: Path) -
             "from pg_catalog.pg_proc p join pg_catalog.pg_namespace n on n.oid = p.pronamespace "
             "where n.nspname = any(%s)", ([SCHEMA, "jobkit_api", "jobkit_user"],))
     assert len(rows) > 50 and any(r["function"].startswith("jobkit_user.") for r in rows)
+    assert any(r["function"].startswith("jobkit.rowtrigger_") for r in rows)  # row triggers' (issue 24)
     assert {r["prokind"] for r in rows} == {"f"}
     unpinned = [r["function"] for r in rows if 'search_path=""' not in (r["proconfig"] or [])]
     assert unpinned == []

@@ -24,6 +24,7 @@ from .jobs import jobs
 from .ratelimit import ratelimit
 from .schedule import schedule
 from .secrets import secrets
+from .triggers import triggers
 from .worker import worker
 
 
@@ -63,7 +64,8 @@ def cli(state: Any, config_path: str | None, verbose: bool) -> None:
 
 
 for command in (*deploy_cmd.COMMANDS, *dev_cmd.COMMANDS, db_cmd.db, schedule, secrets,
-                enqueue, ratelimit, *pause_cmd.COMMANDS, worker, *ops_cmd.COMMANDS, jobs, init, dashboard):
+                enqueue, ratelimit, *pause_cmd.COMMANDS, worker, *ops_cmd.COMMANDS, jobs, init, dashboard,
+                triggers):
     cli.add_command(command)
 
 

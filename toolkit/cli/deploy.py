@@ -109,6 +109,8 @@ def _print_report(report: DeployReport, schema: str, *, dry_run: bool, check: bo
             click.echo(f"synced runtime settings: {', '.join(report.settings_changed)}")
         for line in report.schedules_changed:
             click.echo(line)
+        for line in report.triggers_changed:
+            click.echo(line)
         click.echo(f"schema {schema} is at {report.head}")
     else:
         click.echo(f"already up to date: schema {schema} at {report.head}; nothing changed")
@@ -125,6 +127,7 @@ def _dry_summary(report: DeployReport) -> str:
     if report.settings_changed:
         parts.append(f"would sync runtime settings: {', '.join(report.settings_changed)}")
     parts += [f"would {line}" for line in report.schedules_changed]
+    parts += [f"row {line}" for line in report.triggers_changed]
     return "; ".join(parts) if parts else "nothing to do: the database is up to date"
 
 

@@ -36,6 +36,7 @@ from ..durations import format_time
 from ..exceptions import ConfigError, ConnectionFailed, JobkitError, NotFound
 from ..logthrottle import throttled
 from ..ops import operate
+from ..ops import triggers as row_triggers
 from ..ops.admin import tries
 from ..queries import queries
 from . import actions, data
@@ -124,6 +125,7 @@ class Dashboard:
             Route("/schedules/active", self._route(self.schedule_active, post=True), methods=post),
             Route("/types/active", self._route(self.type_active, post=True), methods=post),
             Route("/ratelimits", self._route(self.ratelimits), methods=get),
+            Route("/triggers", self._route(self.triggers), methods=get),
             Route("/login", self._open(self.login_page), methods=get),
             Route("/login", self._open(self.login), methods=post),
             Route("/logout", self._route(self.logout, post=True), methods=post),
@@ -315,6 +317,12 @@ class Dashboard:
         with self.pool.session() as s:
             buckets, snoozes = data.ratelimits(s, self.schema)
         return self.render(call, "ratelimits.html", buckets=buckets, snoozes=snoozes)
+
+    def triggers(self, call: Call) -> Response:
+        """The row triggers deploy manages ([triggers.<name>]): state and jobs of the last hour."""
+        with self.pool.session() as s:
+            rows = row_triggers.rows(s, self.settings)
+        return self.render(call, "triggers.html", triggers=rows)
 
     def login_page(self, call: Call) -> Response:
         if not self.guard.required:

@@ -16,6 +16,7 @@ from ..queries import queries
 from ..schema import presquash
 from ..schema.migrations import applied_migrations, plan, rows
 from ..schema.render import render_migrations
+from . import triggers as row_triggers
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 BIG_TABLE_ROWS = 1_000_000
@@ -292,6 +293,19 @@ def _fairness(session: Session, settings: Settings, _db: Database) -> list[Check
 SIZED_TABLES: tuple[str, ...] = ("cron.job_run_details", "net._http_response")
 
 
+def _row_triggers(session: Session, settings: Settings, _db: Database) -> list[Check]:
+    """Every row trigger deploy manages ([triggers.<name>]) exists, is enabled and is unaltered."""
+    managed = row_triggers.rows(session, settings)
+    if not managed:
+        return []
+    bad = row_triggers.problems(session, settings)
+    if bad:
+        return [Check("row triggers", FAIL, "; ".join(bad),
+                      "jobkit deploy (on a table jobkit does not own, its owner drops the trigger first)")]
+    return [Check("row triggers", PASS, f"{len(managed)} present and enabled: "
+                  + ", ".join(r.name for r in managed))]
+
+
 def table_sizes(session: Session, settings: Settings, _db: Database) -> list[Check]:
     checks = []
     for table in SIZED_TABLES:
@@ -369,5 +383,6 @@ PROBES: list[Probe] = [
     _secrets,
     _schedules,
     _fairness,
+    _row_triggers,
     table_sizes,
 ]

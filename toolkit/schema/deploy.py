@@ -15,7 +15,7 @@ from ..connector import Database, Session
 from ..cron import schedules as scheduling
 from ..exceptions import DeployError, DriftError, PrerequisiteError
 from ..queries import queries
-from . import functions, presquash, sync
+from . import functions, presquash, sync, triggers
 from .locks import Retry
 from .migrations import (
     Plan,
@@ -55,6 +55,7 @@ class DeployReport:
     schedules_changed: list[str] = field(default_factory=list)
     functions_changed: list[str] = field(default_factory=list)
     unfinished: list[str] = field(default_factory=list)  # --check: what an interrupted deploy left
+    triggers_changed: list[str] = field(default_factory=list)  # [triggers.<name>] (issue 24)
     notices: list[str] = field(default_factory=list)
     head: str | None = None
     sql: str = ""
@@ -62,7 +63,7 @@ class DeployReport:
     @property
     def changed(self) -> bool:
         return bool(self.applied or self.types_changed or self.settings_changed or self.schedules_changed
-                    or self.functions_changed)
+                    or self.functions_changed or self.triggers_changed)
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ def deploy(
         sync.check_ratelimit_names(session, settings, deployed=bool(applied))
         if options.schedules:
             scheduling.preflight(db, settings)  # before any migration: nothing half-applied
+        planned = triggers.preflight(session, settings)  # tables, columns, grants, `when`: likewise
         with _deploy_lock(session, settings, options.lock_wait, echo):
             applied = applied_migrations(session, settings)
             if presquash.is_presquash(rows(applied)):
@@ -121,6 +123,7 @@ def deploy(
                     report.unfinished = (unfinished_outside(session, settings, local, the_plan.head)
                                          + unvalidated_constraints(session, settings))
                     _compare_data(db, session, settings, options, report, apply=False)
+                    report.triggers_changed = triggers.drift(session, settings, planned)
                 if options.check:
                     _raise_if_drift(the_plan, report)
                 else:
@@ -147,6 +150,8 @@ def deploy(
             report.functions_changed, report.notices = changes.lines(), report.notices + changes.notices
             validate_constraints(session, settings, lock_timeout=timeout, retry=retry, echo=echo)
             _compare_data(db, session, settings, options, report, apply=True)
+            report.triggers_changed = triggers.apply(session, settings, planned, lock_timeout=timeout,
+                                                     retry=retry, echo=echo)
     return report
 
 
@@ -280,6 +285,8 @@ def _raise_if_drift(the_plan: Plan, report: DeployReport) -> None:
         problems.append("runtime settings differ: " + ", ".join(report.settings_changed))
     if report.schedules_changed:
         problems.append("schedules differ: " + "; ".join(report.schedules_changed))
+    if report.triggers_changed:
+        problems.append("row triggers differ: " + "; ".join(report.triggers_changed))
     if problems:
         raise DriftError("database drift: " + "; ".join(problems))
 

@@ -1,0 +1,64 @@
+{#- A declared row trigger ([triggers.<name>] in jobkit.toml) for one operation, rendered by
+    toolkit/schema/triggers.py in three parts: "trial" (only the select, over typed nulls shaped
+    like the table, for deploy's rolled-back check of `when` and the payload: no privilege on the
+    table needed), "function" (the trigger function) and "trigger" (the CREATE TRIGGER). -#}
+{%- set alias = "old" if op == "delete" else "new" -%}
+{%- set trial = part == "trial" -%}
+{%- macro object(rel, cols) -%}
+pg_catalog.jsonb_build_object({% for c in cols %}{{ c | literal }}, {{ rel }}.{{ c | ident }}{% if not loop.last %}, {% endif %}{% endfor %})
+{%- endmacro -%}
+{%- macro shaped(rel) -%}
+(select {% for c, t in columns %}null::{{ t }} as {{ c | ident }}{% if not loop.last %}, {% endif %}{% endfor %}) as {{ rel }}
+{%- endmacro -%}
+{%- macro source(rel) -%}
+{%- if trial %}{{ shaped(rel) }}{% else %}jobkit_{{ rel }} as {{ rel }}{% endif -%}
+{%- endmacro -%}
+{%- macro select() -%}
+        select {{ type | literal }}::pg_catalog.text as type,
+               {% if payload == "row" %}pg_catalog.to_jsonb({{ alias }}.*){% elif payload == "pk" %}{{ object(alias, pk) }}{% else %}{{ object(alias, payload) }}{% endif %} as payload,
+               {{ object(alias, pk) }} as pk,
+               {% if idempotency == "pk" %}{{ name | literal }} operator(pg_catalog.||) ':' operator(pg_catalog.||) {{ object(alias, pk) }}::pg_catalog.text{% else %}null::pg_catalog.text{% endif %} as idempotency_key
+        from {% if op == "update" %}{{ source("new") }}
+        join {{ source("old") }} on {% for c in pk %}new.{{ c | ident }} operator(pg_catalog.=) old.{{ c | ident }}{% if not loop.last %} and {% endif %}{% endfor %}{% else %}{{ source(alias) }}{% endif %}
+        where ({{ when or "true" }}
+        )
+{%- endmacro -%}
+{%- if part == "trigger" -%}
+create trigger {{ trigger | ident }} after {{ op }} on {{ table_schema | ident }}.{{ table_name | ident }}
+    referencing {% if op != "insert" %}old table as jobkit_old {% endif %}{% if op != "delete" %}new table as jobkit_new {% endif %}
+    for each statement execute function {{ s }}.{{ fn | ident }}()
+{%- elif trial -%}
+select * from (
+{{ select() }}
+) trial limit 0
+{%- else -%}
+-- [triggers.{{ name }}], {{ op }} on {{ table_label }}: a statement-level AFTER trigger whose transition
+-- table(s) feed one insert into jobkit's jobs table per statement, in the statement's transaction. That
+-- insert is the engine's bulk path: jobs_wake_on_insert (sql/functions/70_wake.sql) fires once for it
+-- and coalesces the wake-ups as for any enqueue. No HTTP call happens here.
+-- SECURITY DEFINER (it runs as jobkit's owner, whoever changes the row), search_path pinned empty:
+-- every name below is qualified, except in `when`, the declared condition over new/old.
+create or replace function {{ s }}.{{ fn | ident }}() returns trigger
+language plpgsql volatile security definer set search_path = '' as {{ tag }}
+#variable_conflict use_column
+begin
+    insert into {{ s }}.jobs (type, payload, idempotency_key, concurrency_key, source)
+    select r.type, r.payload, r.idempotency_key,
+           coalesce(case when t.key_template is not null then {{ s }}._render_key(t.key_template, r.payload) end,
+                    case when t.fair then '' end),
+           pg_catalog.jsonb_build_object('trigger', {{ name | literal }}, 'table', {{ table_label | literal }},
+                                         'op', {{ op | literal }}, 'pk', r.pk)
+    from (
+{{ select() }}
+    ) r
+    left join {{ s }}.job_types t on t.type operator(pg_catalog.=) r.type
+{%- if idempotency == "pk" %}
+    on conflict (type, idempotency_key)
+        where idempotency_key is not null and status in ('pending', 'processing')
+        do nothing
+{%- endif %};
+    return null;
+end
+{{ tag }};
+revoke all on function {{ s }}.{{ fn | ident }}() from public
+{%- endif %}

@@ -1,0 +1,166 @@
+"""``[triggers.<name>]`` in jobkit.toml: a row change on an app table becomes a job, enqueued in the
+same transaction (issue 24). Parsed here, for toolkit/config.py (the one config reader); deployed by
+toolkit/schema/triggers.py.
+
+    [triggers.receipt]
+    table = "public.orders"          # schema-qualified, or a table of public
+    on = ["update"]                  # insert, update, delete (one statement-level trigger each)
+    when = "new.status = 'paid' and old.status is distinct from 'paid'"   # optional, SQL over new/old
+    type = "send_receipt"            # the job type
+    payload = "row"                  # "row" (the whole row), "pk", or a list of columns
+    idempotency = "pk"               # optional: one unfinished job per row and trigger
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import validate as v
+from .exceptions import ConfigError
+
+OPERATIONS = ("insert", "update", "delete")
+#: The short form of each operation in the names deploy derives (trigger and function).
+SHORT = {"insert": "ins", "update": "upd", "delete": "del"}
+MAX_NAME_BYTES = 63
+_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
+#: The dollar-quote tag of the trigger functions' bodies (a condition may not contain it).
+BODY_TAG = "$jobkit_trigger$"
+_KEYS = {"table", "on", "when", "type", "payload", "idempotency"}
+
+
+@dataclass(frozen=True)
+class TriggerConfig:
+    """One declared row trigger."""
+
+    name: str
+    schema: str  # the table's schema
+    table: str
+    on: tuple[str, ...]
+    type: str
+    payload: str | tuple[str, ...]  # "row", "pk" or columns
+    when: str | None = None
+    idempotency: str | None = None  # "pk" or None
+
+    @property
+    def qualified(self) -> str:
+        """The table as the user wrote it, schema-qualified (``auth.users``)."""
+        return f"{self.schema}.{self.table}"
+
+    def trigger_name(self, jobkit_schema: str, op: str) -> str:
+        """The managed trigger's name on the table (the prefix marks it as jobkit's)."""
+        return f"{jobkit_schema}_{self.name}_{SHORT[op]}"
+
+    def function_name(self, op: str) -> str:
+        """The trigger function's name in jobkit's schema."""
+        return f"rowtrigger_{self.name}_{SHORT[op]}"
+
+    def spec(self) -> dict[str, Any]:
+        """What was declared, as stored in jobkit.row_triggers and shown by `jobkit triggers list`."""
+        return {"table": self.qualified, "on": list(self.on), "when": self.when, "type": self.type,
+                "payload": self.payload if isinstance(self.payload, str) else list(self.payload),
+                "idempotency": self.idempotency}
+
+
+def parse_triggers(body: Any, jobkit_schema: str) -> dict[str, TriggerConfig]:
+    """Every ``[triggers.<name>]`` table, validated."""
+    return {name: _trigger(name, spec, jobkit_schema)
+            for name, spec in v.table(body, "[triggers]").items()}
+
+
+def _trigger(name: str, body: Any, jobkit_schema: str) -> TriggerConfig:
+    where = f"[triggers.{name}]"
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise ConfigError(f"trigger name {name!r} is not valid",
+                          hint="use 1-40 lower-case letters, digits and _, starting with a letter")
+    table = v.table(body, where)
+    v.only(table, _KEYS, where)
+    for key in ("table", "on", "type"):
+        if key not in table:
+            raise ConfigError(f"{where} needs {key}",
+                              hint='e.g. table = "public.orders", on = ["insert"], type = "send_receipt"')
+    schema, relation = _table(table["table"], where)
+    config = TriggerConfig(
+        name=name, schema=schema, table=relation, on=_on(table["on"], where),
+        type=_job_type(table["type"], where), payload=_payload(table.get("payload", "row"), where),
+        when=_when(table.get("when"), where), idempotency=_idempotency(table.get("idempotency"), where))
+    for op in config.on:
+        derived = config.trigger_name(jobkit_schema, op)
+        if len(derived.encode()) > MAX_NAME_BYTES:
+            raise ConfigError(f"{where}: the trigger name jobkit derives, {derived!r}, is over "
+                              f"{MAX_NAME_BYTES} bytes", hint="use a shorter trigger name")
+    return config
+
+
+def _table(value: Any, where: str) -> tuple[str, str]:
+    parts = value.split(".") if isinstance(value, str) else []
+    if len(parts) == 1:
+        parts = ["public", *parts]
+    if len(parts) != 2 or not all(_IDENT_RE.fullmatch(p) for p in parts):
+        raise ConfigError(f"{where} table {value!r} is not a table name",
+                          hint='write schema.table, e.g. "auth.users" or "public.orders"')
+    if parts[0].startswith("pg_") or parts[0] == "information_schema":
+        raise ConfigError(f"{where} table {value!r} is a system table", hint="name an app table")
+    return parts[0], parts[1]
+
+
+def _on(value: Any, where: str) -> tuple[str, ...]:
+    ops = [value] if isinstance(value, str) else value
+    if not isinstance(ops, list) or not ops or not all(isinstance(o, str) for o in ops):
+        raise ConfigError(f"{where} on must be a non-empty list of operations, got {value!r}",
+                          hint='e.g. on = ["insert"] or on = ["insert", "update"]')
+    lowered = [o.lower() for o in ops]
+    bad = [o for o in lowered if o not in OPERATIONS]
+    if bad:
+        raise ConfigError(f"{where} on: {bad[0]!r} is not an operation",
+                          hint="use insert, update and delete")
+    if len(set(lowered)) != len(lowered):
+        raise ConfigError(f"{where} on lists an operation twice", hint="name each operation once")
+    return tuple(o for o in OPERATIONS if o in lowered)
+
+
+def _job_type(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{where} type must be a job type name, got {value!r}")
+    return v.type_name(value)
+
+
+def _payload(value: Any, where: str) -> str | tuple[str, ...]:
+    if value in ("row", "pk"):
+        return str(value)
+    if isinstance(value, list) and value and all(isinstance(c, str) and _IDENT_RE.fullmatch(c)
+                                                 for c in value):
+        if len(set(value)) != len(value):
+            raise ConfigError(f"{where} payload lists a column twice", hint="name each column once")
+        return tuple(value)
+    raise ConfigError(f"{where} payload must be \"row\", \"pk\" or a list of column names, got {value!r}",
+                      hint='e.g. payload = ["id", "email"]')
+
+
+def _when(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where} when must be a non-empty SQL condition, got {value!r}",
+                          hint="e.g. when = \"new.status = 'paid'\", or leave when out")
+    if ";" in value or BODY_TAG in value or "\x00" in value:
+        raise ConfigError(f"{where} when must be one SQL condition (no ';')",
+                          hint="write one boolean expression over new and old")
+    return value.strip()
+
+
+def _idempotency(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if value == "pk":
+        return "pk"
+    raise ConfigError(f"{where} idempotency must be \"pk\", got {value!r}",
+                      hint='idempotency = "pk" keeps one unfinished job per row; leave it out for none')
+
+
+def triggers_of(settings_triggers: Mapping[str, TriggerConfig]) -> list[TriggerConfig]:
+    """The declared triggers in name order."""
+    return [settings_triggers[name] for name in sorted(settings_triggers)]

@@ -161,7 +161,9 @@ ERRORS_START, ERRORS_END = "<!-- errors-reference:start -->", "<!-- errors-refer
 def cli_page(root: click.Group) -> str:
     sections = []
     for name, command in _walk(root, ("jobkit",)):
-        ctx = click.Context(command, info_name=name)
+        # the root's settings (-h as well as --help), as every subcommand gets them when run; click
+        # caches a command's help option, so a context without them would depend on what ran first
+        ctx = click.Context(command, info_name=name, **root.context_settings)
         sections += [f"### `{name}`", "", "```text", command.get_help(ctx).rstrip(), "```", ""]
     return "\n".join([
         "# CLI reference", "", GENERATED, "",

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import wheelbuild
 from clusters import running_cluster
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
@@ -25,6 +26,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: builds a venv or starts extra clusters (-m 'not slow' skips)")
     for var in ("JOBKIT_DB_URL", "SUPABASE_DB_URL", "DATABASE_URL", "JOBKIT_CONFIG", "JOBKIT_HOME"):
         os.environ.pop(var, None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the packaging tests' venv now when they are to run, so that the build (minutes,
+    mostly waiting on the package registry) overlaps the tests before them (tests/wheelbuild.py)."""
+    if session.config.option.collectonly:
+        return
+    if any(item.path.name == "test_packaging.py" for item in session.items):
+        wheelbuild.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    wheelbuild.finish()
 
 
 @pytest.fixture(scope="session")

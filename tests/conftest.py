@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import crontick
 import pytest
 import wheelbuild
 from clusters import running_cluster
@@ -61,6 +62,22 @@ def template_db(cluster: LocalCluster, admin: Session) -> str:
     url = cluster.url(TEMPLATE)
     deploy(Database(url), Settings(db_url=url), DeployOptions(schedules=False), echo=lambda _m: None)
     return TEMPLATE
+
+
+@pytest.fixture(scope="session")
+def cron_tick(cluster: LocalCluster, template_db: str) -> Iterator[crontick.Background]:
+    """The real pg_cron tick scenario of test_cron_tick.py, playing in the background."""
+    background = crontick.Background(cluster, template_db)
+    yield background
+    background.join()  # its database is dropped before the cluster stops
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cron_tick_early(request: pytest.FixtureRequest) -> None:
+    """Start the pg_cron tick scenario with the session's first test when test_cron_tick.py is to run:
+    waiting for pg_cron's next minute then overlaps the tests before it (tests/crontick.py)."""
+    if any(item.path.name == "test_cron_tick.py" for item in request.session.items):
+        request.getfixturevalue("cron_tick")
 
 
 @pytest.fixture

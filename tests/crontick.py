@@ -1,0 +1,132 @@
+"""The real pg_cron tick of tests/integration/test_cron_tick.py, played in the background.
+
+Debian's pg_cron 1.4.2 ticks once a minute, so the test waits for the next minute boundary (up to a
+minute, 17 s on average in CI). The session's cluster runs pg_cron for every database, so the test's
+scenario runs on a database of its own, on a thread started when the session's first test starts
+(tests/conftest.py); the test waits for what it recorded and asserts on it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobkit.config import Settings, TypeConfig
+from jobkit.connector import Database, Session
+from jobkit.cron import schedules as scheduling
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
+from jobkit.ops.localdb import LocalCluster
+from jobkit.schema.deploy import DeployOptions, deploy
+from jobkit.worker.secrets import set_secrets
+from poll import wait_for
+from standins import PgNetStandIn
+from standins.http_server import Seen, recording_server
+
+TIMEOUT = 120.0  # seconds: up to a minute to the tick, then the delivery
+
+
+@dataclass
+class Tick:
+    """What the database, pg_cron and the worker's HTTP server did."""
+
+    secret: str = ""
+    wakeups_before_tick: int = -1  # wake-ups recorded by the enqueue itself (its trigger is off)
+    seen: list[Seen] = field(default_factory=list)  # the requests the worker's server received
+    run: dict[str, Any] = field(default_factory=dict)  # pg_cron's finished run
+    outcome: object = None  # the wake-up's outcome once reconciled
+    cron_text: list[str] = field(default_factory=list)  # cron.job commands and run details
+    log: str = ""  # the server log, statement logging on for the scenario's database
+
+
+def play(cluster: LocalCluster, template: str) -> Tick:
+    """Play the scenario on a fresh database made from ``template``; dropped afterwards."""
+    name = f"cron_{uuid.uuid4().hex[:12]}"
+    with Database(cluster.url("postgres")).session() as admin:
+        admin.execute_with_identifiers("create database {name} template {tpl}", name=name, tpl=template)
+        try:
+            admin.execute_with_identifiers("alter database {db} set log_statement = 'all'", db=name)
+            tick = _observe(admin, cluster.url(name), name)
+            tick.log = (cluster.status().data_dir.parent / "postgres.log").read_text(errors="replace")
+            return tick
+        finally:
+            admin.execute("select cron.unschedule(jobid) from cron.job where database = %s", (name,))
+            admin.execute_with_identifiers("drop database if exists {name} with (force)", name=name)
+
+
+def _observe(admin: Session, url: str, dbname: str) -> Tick:
+    tick = Tick()
+    db = Database(url)
+    settings = Settings(db_url=url, types={"email": TypeConfig(wake_on_insert=False)}, maintenance={})
+    PgNetStandIn(url).install()
+    with recording_server() as server, PgNetStandIn(url):
+        deploy(db, settings, DeployOptions(), echo=lambda _m: None)
+        set_secrets(db, settings, url=server.base + "/ok")
+        scheduling.add(db, settings, "tick", "* * * * *", job_type="email")
+        with db.session() as session:
+            _clear_of_a_minute_boundary(session)  # so that no tick falls in the next 0.3 s
+            tick.secret = str(session.scalar("select jobkit.secret('worker_secret')"))
+            Lifecycle(session, "jobkit").enqueue(NewJob("email", {"to": "x"}))
+            tick.wakeups_before_tick = int(session.scalar("select count(*) from jobkit.wakeups"))
+            tick.seen = server.wait_for(1, timeout=75)
+            tick.run = _wait_for_run(admin, dbname)
+            deadline = time.monotonic() + 5
+            while session.scalar("select jobkit.reconcile_wakeups()") == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            tick.outcome = session.scalar("select outcome from jobkit.wakeups")
+    rows = admin.all("select command from cron.job union all "
+                     "select coalesce(command, '') || coalesce(return_message, '') from cron.job_run_details")
+    tick.cron_text = [str(r["command"]) for r in rows]
+    return tick
+
+
+def _clear_of_a_minute_boundary(session: Session) -> None:
+    """Until the database's clock is clear of the next minute boundary (at most ~6 s)."""
+    wait_for(lambda: float(session.scalar("select extract(second from clock_timestamp())")) <= 55, 10,
+             "the clock clear of a minute boundary", every=0.2)
+
+
+def _wait_for_run(admin: Session, dbname: str, timeout: float = 15) -> dict[str, Any]:
+    seen: dict[str, dict[str, Any] | None] = {}
+
+    def finished() -> bool:
+        seen["run"] = admin.one("select d.status, d.command from cron.job_run_details d join cron.job j "
+                                "using (jobid) where j.database = %s and d.status in ('succeeded', 'failed') "
+                                "order by d.runid desc limit 1", (dbname,))
+        return seen["run"] is not None
+
+    wait_for(finished, timeout, "pg_cron recorded a finished run", every=0.2)
+    return dict(seen["run"] or {})
+
+
+class Background:
+    """``play`` on a thread; ``wait`` returns its Tick or raises what it raised."""
+
+    def __init__(self, cluster: LocalCluster, template: str) -> None:
+        self._tick: Tick | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._play, args=(cluster, template), name="crontick",
+                                        daemon=True)
+        self._thread.start()
+
+    def _play(self, cluster: LocalCluster, template: str) -> None:
+        try:
+            self._tick = play(cluster, template)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test that waits for it
+            self._error = exc
+
+    def join(self) -> None:
+        """Until the scenario is over (its database dropped), whatever its end."""
+        self._thread.join(TIMEOUT)
+
+    def wait(self) -> Tick:
+        self.join()
+        if self._thread.is_alive():
+            raise AssertionError(f"the pg_cron tick scenario did not end within {TIMEOUT:.0f}s")
+        if self._error is not None:
+            raise self._error
+        assert self._tick is not None
+        return self._tick

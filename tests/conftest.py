@@ -66,7 +66,7 @@ def template_db(cluster: LocalCluster, admin: Session) -> str:
 
 @pytest.fixture(scope="session")
 def cron_tick(cluster: LocalCluster, template_db: str) -> Iterator[crontick.Background]:
-    """The real pg_cron tick scenario of test_cron_tick.py, playing in the background."""
+    """The real pg_cron tick scenario of test_cron_tick.py, playing in a process of its own."""
     background = crontick.Background(cluster, template_db)
     yield background
     background.join()  # its database is dropped before the cluster stops

@@ -2,16 +2,21 @@
 
 Debian's pg_cron 1.4.2 ticks once a minute, so the test waits for the next minute boundary (up to a
 minute, 17 s on average in CI). The session's cluster runs pg_cron for every database, so the test's
-scenario runs on a database of its own, on a thread started when the session's first test starts
-(tests/conftest.py); the test waits for what it recorded and asserts on it.
+scenario runs on a database of its own, in a process of its own (`python -m crontick HOME TEMPLATE`
+in tests/: nothing a test patches in the pytest process reaches it) started when the session's first
+test starts (tests/conftest.py); the test waits for what it recorded (JSON) and asserts on it.
 """
 
 from __future__ import annotations
 
-import threading
+import base64
+import json
+import subprocess
+import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from jobkit.config import Settings, TypeConfig
@@ -22,9 +27,10 @@ from jobkit.lifecycle import Lifecycle
 from jobkit.ops.localdb import LocalCluster
 from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.worker.secrets import set_secrets
+from jobkit.worker.signing import HEADER
 from poll import wait_for
 from standins import PgNetStandIn
-from standins.http_server import Seen, recording_server
+from standins.http_server import recording_server
 
 TIMEOUT = 120.0  # seconds: up to a minute to the tick, then the delivery
 
@@ -35,11 +41,12 @@ class Tick:
 
     secret: str = ""
     wakeups_before_tick: int = -1  # wake-ups recorded by the enqueue itself (its trigger is off)
-    seen: list[Seen] = field(default_factory=list)  # the requests the worker's server received
+    requests: int = 0  # the requests the worker's server received
+    signature: str = ""  # the first one's signature header
+    body: str = ""  # the first one's body, base64
     run: dict[str, Any] = field(default_factory=dict)  # pg_cron's finished run
     outcome: object = None  # the wake-up's outcome once reconciled
     cron_text: list[str] = field(default_factory=list)  # cron.job commands and run details
-    log: str = ""  # the server log, statement logging on for the scenario's database
 
 
 def play(cluster: LocalCluster, template: str) -> Tick:
@@ -49,9 +56,7 @@ def play(cluster: LocalCluster, template: str) -> Tick:
         admin.execute_with_identifiers("create database {name} template {tpl}", name=name, tpl=template)
         try:
             admin.execute_with_identifiers("alter database {db} set log_statement = 'all'", db=name)
-            tick = _observe(admin, cluster.url(name), name)
-            tick.log = (cluster.status().data_dir.parent / "postgres.log").read_text(errors="replace")
-            return tick
+            return _observe(admin, cluster.url(name), name)
         finally:
             admin.execute("select cron.unschedule(jobid) from cron.job where database = %s", (name,))
             admin.execute_with_identifiers("drop database if exists {name} with (force)", name=name)
@@ -71,7 +76,10 @@ def _observe(admin: Session, url: str, dbname: str) -> Tick:
             tick.secret = str(session.scalar("select jobkit.secret('worker_secret')"))
             Lifecycle(session, "jobkit").enqueue(NewJob("email", {"to": "x"}))
             tick.wakeups_before_tick = int(session.scalar("select count(*) from jobkit.wakeups"))
-            tick.seen = server.wait_for(1, timeout=75)
+            seen = server.wait_for(1, timeout=75)
+            if seen:
+                tick.requests, tick.signature = len(seen), seen[0].headers[HEADER]
+                tick.body = base64.b64encode(seen[0].body).decode()
             tick.run = _wait_for_run(admin, dbname)
             deadline = time.monotonic() + 5
             while session.scalar("select jobkit.reconcile_wakeups()") == 0 and time.monotonic() < deadline:
@@ -103,30 +111,33 @@ def _wait_for_run(admin: Session, dbname: str, timeout: float = 15) -> dict[str,
 
 
 class Background:
-    """``play`` on a thread; ``wait`` returns its Tick or raises what it raised."""
+    """``play`` in a process of its own; ``wait`` returns its Tick or fails with its output."""
 
     def __init__(self, cluster: LocalCluster, template: str) -> None:
-        self._tick: Tick | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._play, args=(cluster, template), name="crontick",
-                                        daemon=True)
-        self._thread.start()
-
-    def _play(self, cluster: LocalCluster, template: str) -> None:
-        try:
-            self._tick = play(cluster, template)
-        except BaseException as exc:  # noqa: BLE001 - handed to the test that waits for it
-            self._error = exc
+        self._proc = subprocess.Popen([sys.executable, "-m", "crontick", str(cluster.home), template],
+                                      cwd=Path(__file__).parent, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
+        self._out: tuple[str, str] | None = None
 
     def join(self) -> None:
         """Until the scenario is over (its database dropped), whatever its end."""
-        self._thread.join(TIMEOUT)
+        if self._out is None:
+            try:
+                self._out = self._proc.communicate(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._out = self._proc.communicate()
 
     def wait(self) -> Tick:
         self.join()
-        if self._thread.is_alive():
-            raise AssertionError(f"the pg_cron tick scenario did not end within {TIMEOUT:.0f}s")
-        if self._error is not None:
-            raise self._error
-        assert self._tick is not None
-        return self._tick
+        out, err = self._out or ("", "")
+        assert self._proc.returncode == 0, f"the pg_cron tick scenario exited {self._proc.returncode}:\n{err}"
+        return Tick(**json.loads(out.strip().splitlines()[-1]))  # the last line: the JSON
+
+
+def main(home: str, template: str) -> None:
+    print(json.dumps(asdict(play(LocalCluster(Path(home)), template))))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import tomllib
 from pathlib import Path
 
@@ -73,33 +72,36 @@ def build(base: Path) -> Path:
 
 
 class Background:
-    """One build on a thread; ``wait`` returns its venv or raises what the build raised."""
+    """One build in a process of its own (`python -m wheelbuild BASE` in tests/: nothing a test patches
+    in the pytest process reaches it); ``wait`` returns its venv or fails with its output."""
 
     def __init__(self) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="jobkit-packaging-"))
-        self._venv: Path | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._build, name="wheelbuild", daemon=True)
-        self._thread.start()
+        self._proc = subprocess.Popen([sys.executable, "-m", "wheelbuild", str(self.base)],
+                                      cwd=Path(__file__).parent, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True)
+        self._out: str | None = None
 
-    def _build(self) -> None:
-        try:
-            self._venv = build(self.base)
-        except BaseException as exc:  # noqa: BLE001 - handed to the test that waits for it
-            self._error = exc
+    def _join(self) -> str:
+        if self._out is None:
+            try:
+                self._out, _ = self._proc.communicate(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._out = self._proc.communicate()[0] + f"\n(killed after {TIMEOUT:.0f}s)"
+        return self._out
 
     def wait(self) -> Path:
-        self._thread.join(TIMEOUT)
-        if self._thread.is_alive():
-            raise AssertionError(f"the packaging venv was not built within {TIMEOUT:.0f}s")
-        if self._error is not None:
-            raise self._error
-        assert self._venv is not None
-        return self._venv
+        out = self._join()
+        assert self._proc.returncode == 0, f"building the packaging venv failed:\n{out[-5000:]}"
+        return self.base / "venv"
 
     def remove(self) -> None:
-        """Delete the build's directory once the build is over (at the end of the session)."""
-        self._thread.join(TIMEOUT)
+        """At the end of the session: stop the build if it still runs (nothing waits for it any
+        more), then delete its directory."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._join()
         shutil.rmtree(self.base, ignore_errors=True)
 
 
@@ -118,3 +120,7 @@ def finish() -> None:
     """Remove the build's files, if a build was started."""
     if _started is not None:
         _started.remove()
+
+
+if __name__ == "__main__":
+    build(Path(sys.argv[1]))

@@ -69,7 +69,7 @@ def cron_tick(cluster: LocalCluster, template_db: str) -> Iterator[crontick.Back
     """The real pg_cron tick scenario of test_cron_tick.py, playing in a process of its own."""
     background = crontick.Background(cluster, template_db)
     yield background
-    background.join()  # its database is dropped before the cluster stops
+    background.stop()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -9,7 +9,6 @@ test starts (tests/conftest.py); the test waits for what it recorded (JSON) and 
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from jobkit.lifecycle import Lifecycle
 from jobkit.ops.localdb import LocalCluster
 from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.worker.secrets import set_secrets
-from jobkit.worker.signing import HEADER
+from jobkit.worker.signing import HEADER, Verifier
 from poll import wait_for
 from standins import PgNetStandIn
 from standins.http_server import recording_server
@@ -42,8 +41,7 @@ class Tick:
     secret: str = ""
     wakeups_before_tick: int = -1  # wake-ups recorded by the enqueue itself (its trigger is off)
     requests: int = 0  # the requests the worker's server received
-    signature: str = ""  # the first one's signature header
-    body: str = ""  # the first one's body, base64
+    signed: str = ""  # the worker's verdict on the first one's signature when it came: ok, or why not
     run: dict[str, Any] = field(default_factory=dict)  # pg_cron's finished run
     outcome: object = None  # the wake-up's outcome once reconciled
     cron_text: list[str] = field(default_factory=list)  # cron.job commands and run details
@@ -77,9 +75,9 @@ def _observe(admin: Session, url: str, dbname: str) -> Tick:
             Lifecycle(session, "jobkit").enqueue(NewJob("email", {"to": "x"}))
             tick.wakeups_before_tick = int(session.scalar("select count(*) from jobkit.wakeups"))
             seen = server.wait_for(1, timeout=75)
-            if seen:
-                tick.requests, tick.signature = len(seen), seen[0].headers[HEADER]
-                tick.body = base64.b64encode(seen[0].body).decode()
+            if seen:  # checked as it arrives: a signature is good for 60 s
+                verdict = Verifier().check(seen[0].headers[HEADER], seen[0].body, [tick.secret])
+                tick.requests, tick.signed = len(seen), "ok" if verdict.ok else verdict.reason
             tick.run = _wait_for_run(admin, dbname)
             deadline = time.monotonic() + 5
             while session.scalar("select jobkit.reconcile_wakeups()") == 0 and time.monotonic() < deadline:
@@ -119,8 +117,15 @@ class Background:
                                       stderr=subprocess.PIPE, text=True)
         self._out: tuple[str, str] | None = None
 
+    def stop(self) -> None:
+        """At the end of the session: stop the scenario if it still runs (its test did not, say
+        after -x; its database goes with the session's cluster)."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self.join()
+
     def join(self) -> None:
-        """Until the scenario is over (its database dropped), whatever its end."""
+        """Until the scenario is over, whatever its end."""
         if self._out is None:
             try:
                 self._out = self._proc.communicate(timeout=TIMEOUT)

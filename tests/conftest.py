@@ -8,7 +8,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import crontick
 import pytest
+import wheelbuild
 from clusters import running_cluster
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
@@ -25,6 +27,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: builds a venv or starts extra clusters (-m 'not slow' skips)")
     for var in ("JOBKIT_DB_URL", "SUPABASE_DB_URL", "DATABASE_URL", "JOBKIT_CONFIG", "JOBKIT_HOME"):
         os.environ.pop(var, None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the packaging tests' venv now when they are to run, so that the build (minutes,
+    mostly waiting on the package registry) overlaps the tests before them (tests/wheelbuild.py)."""
+    if session.config.option.collectonly:
+        return
+    if any(item.path.name == "test_packaging.py" for item in session.items):
+        wheelbuild.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    wheelbuild.finish()
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +62,22 @@ def template_db(cluster: LocalCluster, admin: Session) -> str:
     url = cluster.url(TEMPLATE)
     deploy(Database(url), Settings(db_url=url), DeployOptions(schedules=False), echo=lambda _m: None)
     return TEMPLATE
+
+
+@pytest.fixture(scope="session")
+def cron_tick(cluster: LocalCluster, template_db: str) -> Iterator[crontick.Background]:
+    """The real pg_cron tick scenario of test_cron_tick.py, playing in a process of its own."""
+    background = crontick.Background(cluster, template_db)
+    yield background
+    background.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cron_tick_early(request: pytest.FixtureRequest) -> None:
+    """Start the pg_cron tick scenario with the session's first test when test_cron_tick.py is to run:
+    waiting for pg_cron's next minute then overlaps the tests before it (tests/crontick.py)."""
+    if any(item.path.name == "test_cron_tick.py" for item in request.session.items):
+        request.getfixturevalue("cron_tick")
 
 
 @pytest.fixture
@@ -108,9 +139,12 @@ def sample_config(tmp_path: Path) -> Path:
 def _database(cluster: LocalCluster, admin: Session, template: str | None) -> Iterator[str]:
     name = f"t_{uuid.uuid4().hex[:12]}"
     if template:
-        admin.execute_with_identifiers("create database {name} template {tpl}", name=name, tpl=template)
+        # file_copy: copying the template's files (after a checkpoint) takes half the time of
+        # PostgreSQL 15's default WAL-logged copy for a database this small
+        admin.execute_with_identifiers("create database {name} template {tpl} strategy file_copy",
+                                       name=name, tpl=template)
     else:
-        admin.execute_with_identifiers("create database {name}", name=name)
+        admin.execute_with_identifiers("create database {name} strategy file_copy", name=name)
     try:
         yield cluster.url(name)
     finally:

@@ -27,6 +27,14 @@ class Seeded:
         return len(self.ids.get(status, []))
 
 
+def schedule_built_ins(url: str) -> None:
+    """The built-in pg_cron schedules, as a deploy makes them, on a database copied from the session's
+    template (deployed without schedules: pg_cron's jobs name their database, a copy has none)."""
+    from jobkit.cron import schedules as scheduling
+
+    scheduling.sync(Database(url), Settings(db_url=url))
+
+
 def hold_state_changing_schedules(url: str) -> None:
     """Pause the schedules that move jobs between states on their own (sweep-dead turns failed jobs
     dead, prune deletes): a tick during a test would change the counts it checks. They stay listed

@@ -16,9 +16,11 @@ from psycopg import sql as psql
 from workers import Worker
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """A durable cluster of this module's own, so that restarting it disturbs no other test."""
+    """A durable cluster of the fault suite's own, apart from the session's shared one (whose
+    long-lived sessions a restart would break); the fault tests run one at a time and each uses
+    a fresh database on it, so one started cluster serves every module of the suite."""
     with running_cluster(tmp_path_factory.mktemp("faults"), durable=True) as local:
         yield local
 

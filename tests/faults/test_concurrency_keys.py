@@ -1,4 +1,4 @@
-"""Per-key concurrency limits across real worker processes: 8 workers, 5,000 jobs over 50 keys,
+"""Per-key concurrency limits across real worker processes: 8 workers, 2,500 jobs over 50 keys,
 max_running_per_key = 2. A statement trigger logs, at every change of a job's status, how many
 jobs of each key it touched are processing, and a sampler polls the whole table meanwhile; neither
 may ever see more than 2. Every job completes exactly once, also when a worker is killed -9
@@ -24,7 +24,7 @@ from jobkit.schema.deploy import DeployOptions, deploy
 from poll import wait_for
 from workers import Worker
 
-JOBS, KEYS, PER_KEY, WORKERS = 5000, 50, 2, 8
+JOBS, KEYS, PER_KEY, WORKERS = 2500, 50, 2, 8  # 50 jobs a key: 25 times its limit
 KEYED = TypeConfig(max_attempts=3, backoff=QUICK, fair=True, max_running_per_key=PER_KEY,
                    concurrency_key=KeyTemplate.parse("tenant:{payload.tenant}", "test"))
 

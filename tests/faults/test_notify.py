@@ -87,3 +87,25 @@ def test_undecodable_notify_payloads_are_ignored(ascii_url: str, workers: Callab
     health = worker.health()
     assert health["invalid_notifications"] == 3, health
     assert health["ok"] and set(health["tasks"].values()) == {"running"}, health
+
+
+def test_an_undecodable_payload_drops_nothing_else_of_its_batch(
+        ascii_url: str, workers: Callable[..., Worker]) -> None:
+    """Notifications committed together reach the worker in one batch: an undecodable payload in it
+    is one ignored notification, and the wake-ups and other payloads around it are still handled."""
+    url = ascii_url
+    prepare(url + "?client_encoding=UTF8")
+    worker = workers(url, "--listen", "--concurrency", "4")
+    bad = r"select pg_notify('jobkit_wake', convert_from(%s::bytea, 'SQL_ASCII'))"  # distinct: not merged
+    with psycopg.connect(url) as conn:  # one transaction: every NOTIFY arrives at its commit
+        conn.execute(bad, (r"\xe9ff7b",))
+        conn.execute("select jobkit.enqueue('fault.work', %s::jsonb) from generate_series(1, 5)",
+                     ('{"seconds": 0.01}',))
+        conn.execute(bad, (r"\xe9ff7c",))
+        conn.execute("select pg_notify('jobkit_wake', 'not a wake-up')")
+        conn.execute(bad, (r"\xe9ff7d",))
+    wait_for(lambda: count(url, "status = 'completed'") == 5, 30, "the batch's wake-up ran the jobs")
+    health = worker.health()
+    assert health["invalid_notifications"] == 4, health  # three undecodable, one not a wake-up
+    assert health["ok"] and set(health["tasks"].values()) == {"running"}, health
+    assert health["listener"] == "listening", health

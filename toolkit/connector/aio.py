@@ -149,26 +149,44 @@ class AsyncPool:
                 application_name=f"{self.application_name} (listen)", **KEEPALIVES)
         try:
             with _translated():
+                raw = await _unconverted(conn)
                 await conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(channel)))
-            yield _payloads(conn)
+            yield _payloads(conn, raw)
         finally:
             await conn.close()
 
 
-UNDECODABLE = "\ufffd"  # what a payload the connection's encoding cannot decode is read as
+UNDECODABLE = "\ufffd"  # what a payload that is not UTF-8 (possible in SQL_ASCII) is read as
 
 
-async def _payloads(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[str]:
+async def _unconverted(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Have payloads arrive as the server stores them, so that the driver never fails to decode one
+    (it decodes a whole batch at once: one bad payload would lose the batch). A SQL_ASCII database
+    stores any bytes: they arrive as Latin-1, which decodes every byte, and ``True`` says each
+    payload is then decoded on its own (``_decoded``)."""
+    server = conn.info.parameter_status("server_encoding") or "UTF8"
+    raw = server == "SQL_ASCII"
+    wanted = "LATIN1" if raw else server
+    if conn.info.parameter_status("client_encoding") != wanted:
+        await conn.execute("select pg_catalog.set_config('client_encoding', %s, false)", (wanted,))
+    return raw
+
+
+def _decoded(payload: str) -> str:
+    """A payload that arrived as Latin-1 (its raw bytes) as UTF-8 text, else UNDECODABLE."""
+    try:
+        return payload.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError:
+        return UNDECODABLE
+
+
+async def _payloads(conn: psycopg.AsyncConnection[Any], raw: bool) -> AsyncIterator[str]:
     while True:
         got = False
-        try:
-            with _translated():
-                async for note in conn.notifies(timeout=LISTEN_CHECK):
-                    got = True
-                    yield note.payload
-        except UnicodeDecodeError:  # a NOTIFY with bytes the encoding cannot decode (SQL_ASCII)
-            yield UNDECODABLE  # the notification is consumed; LISTEN stays in place
-            continue
+        with _translated():
+            async for note in conn.notifies(timeout=LISTEN_CHECK):
+                got = True
+                yield _decoded(note.payload) if raw else note.payload
         if not got:
             with _translated():
                 await conn.execute("select 1")  # silence: make sure the connection still works

@@ -159,6 +159,20 @@ language sql volatile set search_path = '' as $$
     select * from {{ s }}.worker_keys()
 $$;
 
+-- Durable steps (issue 25): a job's completed steps, and one step's record, fenced by its attempt.
+create or replace function {{ api }}.load_steps(p_id uuid)
+returns table (name text, occurrence int, result jsonb)
+language sql stable set search_path = '' as $$
+    select * from {{ s }}.load_steps(p_id)
+$$;
+
+create or replace function {{ api }}.save_step(
+    p_id uuid, p_attempt int, p_name text, p_occurrence int, p_result jsonb, p_error text,
+    p_tries int, p_started_at timestamptz
+) returns boolean language sql volatile set search_path = '' as $$
+    select {{ s }}.save_step(p_id, p_attempt, p_name, p_occurrence, p_result, p_error, p_tries, p_started_at)
+$$;
+
 -- The wake path (0010): a signed wake-up accepted once per fleet; a worker draining a type.
 create or replace function {{ api }}.consume_wake(p_nonce text, p_expires_at timestamptz)
 returns boolean language sql volatile set search_path = '' as $$

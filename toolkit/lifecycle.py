@@ -19,7 +19,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 from uuid import UUID
 
 from .connector import Row, Session, json_param
-from .jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, TraceContext
+from .jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, StepRecord, TraceContext
 from .queries import queries
 
 T = TypeVar("T")
@@ -104,6 +104,13 @@ class Statements:
     def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> Statement[set[UUID]]:
         return Statement(self.q["progress"], {**running_params([(r[0], r[1]) for r in reports]),
                                                   "progress": json_param([r[2] for r in reports])}, _id_set)
+
+    # Durable steps (ctx.step, issue 25): a job's completed steps; one step's record, fenced.
+    def load_steps(self, job_id: UUID) -> Statement[dict[tuple[str, int], Any]]:
+        return Statement(self.q["load_steps"], {"id": job_id}, _steps)
+
+    def save_step(self, step: StepRecord) -> Statement[bool]:
+        return Statement(self.q["save_step"], step_params(step), _flag)
 
     # What a worker needs besides the steps: rate-limit tokens, what is due, its keys.
     def take_tokens(self, key: str, want: int) -> Statement[int]:
@@ -221,6 +228,11 @@ def complete_params(done: Sequence[Done]) -> dict[str, Any]:
     return {**running_params([(d[0], d[1]) for d in done]), "results": joined}
 
 
+def step_params(step: StepRecord) -> dict[str, Any]:
+    return {"id": step.job_id, "attempt": step.attempt, "name": step.name, "occurrence": step.occurrence,
+            "result": step.result, "error": step.error, "tries": step.tries, "started_at": step.started_at}
+
+
 def running_params(running: Sequence[tuple[UUID, int]]) -> dict[str, str]:
     """(id, attempt) pairs as two array literals; uuids and ints need no quoting."""
     return {"ids": "{" + ",".join(str(r[0]) for r in running) + "}",
@@ -263,6 +275,10 @@ def _id_set(rows: list[tuple[Any, ...]]) -> set[UUID]:
 
 def _id_map(rows: list[tuple[Any, ...]]) -> dict[UUID, str]:
     return {r[0]: r[1] for r in rows}
+
+
+def _steps(rows: list[tuple[Any, ...]]) -> dict[tuple[str, int], Any]:
+    return {(r[0], r[1]): r[2] for r in rows}
 
 
 def _flag(rows: list[tuple[Any, ...]]) -> bool:

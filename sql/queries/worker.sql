@@ -62,3 +62,12 @@ select {{ s }}.wake_draining(%(type)s, %(for)s)
 
 -- name: wake_idle
 select {{ s }}.wake_idle(%(type)s, %(handoff)s) as idle
+
+-- name: load_steps
+-- A job's completed durable steps (ctx.step): read once, at its first step of an attempt.
+select name, occurrence, result from {{ s }}.load_steps(%(id)s)
+
+-- name: save_step
+-- One step's record, fenced by its attempt (false: the attempt no longer holds the job).
+select {{ s }}.save_step(%(id)s, %(attempt)s, %(name)s, %(occurrence)s, %(result)s::pg_catalog.jsonb,
+                         %(error)s, %(tries)s, %(started_at)s) as held

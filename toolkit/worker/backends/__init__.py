@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
-from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, TraceContext
+from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, StepRecord, TraceContext
 
 
 class Backend(Protocol):
@@ -60,6 +60,16 @@ class Backend(Protocol):
 
     async def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> set[UUID]:
         """Store what handlers reported (ctx.progress) on their running attempts (fenced)."""
+        ...
+
+    async def load_steps(self, job_id: UUID) -> dict[tuple[str, int], Any]:
+        """The job's completed durable steps: (name, occurrence) -> result (decoded JSON)."""
+        ...
+
+    async def save_step(self, step: StepRecord) -> bool:
+        """Record one step (completed, or failed with its error), fenced: False, and nothing
+        written, when ``step.attempt`` no longer holds the job. A completed step is never
+        overwritten."""
         ...
 
     async def take_tokens(self, key: str, want: int) -> int: ...

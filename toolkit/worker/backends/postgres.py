@@ -54,6 +54,8 @@ class PostgresBackend:
     release = step(Statements.release)
     get = step(Statements.get)
     state = step(Statements.state)
+    load_steps = step(Statements.load_steps)
+    save_step = step(Statements.save_step)
     take_tokens = step(Statements.take_tokens)
     token_wait = step(Statements.token_wait)
     due_count = step(Statements.due_count)

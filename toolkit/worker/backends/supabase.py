@@ -21,7 +21,7 @@ from postgrest import APIError, AsyncPostgrestClient
 from supabase import AsyncClient, AsyncClientOptions, acreate_client
 
 from ...exceptions import ConfigError, ConnectionFailed, DatabaseError
-from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, TraceContext
+from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, StepRecord, TraceContext
 from ...lifecycle import enqueue_many_params
 
 _HINTS = {
@@ -137,6 +137,17 @@ class SupabaseBackend:
         rows = await self._rpc("running_check", {"p_ids": [str(i) for i, _a in running],
                                                  "p_attempts": [a for _i, a in running]})
         return {UUID(r["id"]): r["status"] for r in rows or []}
+
+    async def load_steps(self, job_id: UUID) -> dict[tuple[str, int], Any]:
+        rows = await self._rpc("load_steps", {"p_id": str(job_id)})
+        return {(r["name"], r["occurrence"]): r["result"] for r in rows or []}
+
+    async def save_step(self, step: StepRecord) -> bool:
+        return bool(await self._rpc("save_step", {
+            "p_id": str(step.job_id), "p_attempt": step.attempt, "p_name": step.name,
+            "p_occurrence": step.occurrence,
+            "p_result": None if step.result is None else json.loads(step.result),
+            "p_error": step.error, "p_tries": step.tries, "p_started_at": step.started_at.isoformat()}))
 
     async def take_tokens(self, key: str, want: int) -> int:
         return int(await self._rpc("take_tokens", {"p_key": key, "p_want": want}) or 0)

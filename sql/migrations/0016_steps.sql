@@ -6,7 +6,8 @@
 -- (save_step: the job must be processing under that attempt). A new table: no job pays for it
 -- unless its handler calls ctx.step. No foreign key (like job_attempts): prune and delete remove a
 -- job's steps with it, so deleting jobs costs no per-row trigger.
--- squawk-ignore require-lock-timeout, require-statement-timeout
+-- occurrence, attempt and tries are int like jobs.attempts (small counters, never near 2^31).
+-- squawk-ignore-file require-lock-timeout, require-statement-timeout, prefer-bigint-over-int
 create table if not exists {{ s }}.job_steps (
     job_id      uuid not null,
     name        text not null check (pg_catalog.char_length(name) between 1 and 200),

@@ -18,7 +18,7 @@ import pytest
 from jobkit.config import Backoff, RateLimitConfig, Settings, TypeConfig
 from jobkit.connector import Database
 from jobkit.exceptions import DatabaseError
-from jobkit.jobs import Failure, NewJob, Progress, Status
+from jobkit.jobs import Failure, NewJob, Progress, Status, StepRecord
 from jobkit.results import wait_async
 from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.worker.backends import Backend
@@ -295,6 +295,36 @@ def test_running_check_names_the_attempts_that_lost_their_job(run: Run[Any]) -> 
         assert await b.running_check(running) == {done: "completed"}
         assert await b.running_check([(held, claimed[held].attempts + 1)]) == {held: "processing"}
         assert await b.running_check([]) == {}
+
+    run(body)
+
+
+def test_steps_are_stored_fenced_and_never_overwritten(run: Run[Any]) -> None:
+    """Durable steps (issue 25): a step's record is written only while its attempt holds the job;
+    a completed one is read back and never overwritten; a failed one keeps its error and is not
+    read back (it runs again)."""
+    async def body(b: Backend) -> None:
+        job_id, other = await b.enqueue_many([NewJob("t", 1), NewJob("t", 2)])
+        claimed = {c.id: c for c in await b.claim("t", 2, "w", LEASE)}
+        a = claimed[job_id].attempts
+        at = _now()
+        assert await b.load_steps(job_id) == {}
+        assert await b.save_step(StepRecord(job_id, a, "charge", 1, json.dumps({"id": "ch_1"}), None, 2, at))
+        assert await b.save_step(StepRecord(job_id, a, "charge", 2, None, None, 1, at))  # null result
+        assert await b.save_step(StepRecord(job_id, a, "email", 1, None, "ValueError: down", 3, at))
+        assert not await b.save_step(StepRecord(job_id, a + 1, "late", 1, "1", None, 1, at))  # not its attempt
+        assert await b.save_step(StepRecord(job_id, a, "charge", 1, json.dumps("again"), None, 1, at))
+        assert await b.load_steps(job_id) == {("charge", 1): {"id": "ch_1"}, ("charge", 2): None}
+        assert await b.load_steps(other) == {}
+        assert await b.save_step(StepRecord(job_id, a, "email", 1, json.dumps([1, "é"]), None, 1, at))
+        assert (await b.load_steps(job_id))[("email", 1)] == [1, "é"]  # a failed step's rerun stored
+        await b.complete([(job_id, a, None)])
+        assert not await b.save_step(StepRecord(job_id, a, "after", 1, "1", None, 1, at))  # finished
+        assert not await b.save_step(StepRecord(uuid.uuid4(), 1, "gone", 1, "1", None, 1, at))
+        with pytest.raises(DatabaseError, match="name of 1 to 200"):
+            await b.save_step(StepRecord(other, claimed[other].attempts, "", 1, "1", None, 1, at))
+        assert await b.load_steps(job_id) == {("charge", 1): {"id": "ch_1"}, ("charge", 2): None,
+                                              ("email", 1): [1, "é"]}
 
     run(body)
 

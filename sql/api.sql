@@ -159,18 +159,19 @@ language sql volatile set search_path = '' as $$
     select * from {{ s }}.worker_keys()
 $$;
 
--- Durable steps (issue 25): a job's completed steps, and one step's record, fenced by its attempt.
-create or replace function {{ api }}.load_steps(p_id uuid)
-returns table (name text, occurrence int, result jsonb)
+-- Durable steps (issue 25): jobs' completed steps, and steps' records fenced by their attempts.
+create or replace function {{ api }}.load_steps(p_ids uuid[])
+returns table (job_id uuid, name text, occurrence int, result jsonb)
 language sql stable set search_path = '' as $$
-    select * from {{ s }}.load_steps(p_id)
+    select * from {{ s }}.load_steps(p_ids)
 $$;
 
-create or replace function {{ api }}.save_step(
-    p_id uuid, p_attempt int, p_name text, p_occurrence int, p_result jsonb, p_error text,
-    p_tries int, p_started_at timestamptz
-) returns boolean language sql volatile set search_path = '' as $$
-    select {{ s }}.save_step(p_id, p_attempt, p_name, p_occurrence, p_result, p_error, p_tries, p_started_at)
+create or replace function {{ api }}.save_steps(
+    p_ids uuid[], p_attempts int[], p_names text[], p_occurrences int[], p_results jsonb,
+    p_errors text[], p_tries int[], p_started_at timestamptz[]
+) returns table (id uuid, attempt int) language sql volatile set search_path = '' as $$
+    select * from {{ s }}.save_steps(p_ids, p_attempts, p_names, p_occurrences, p_results, p_errors,
+                                     p_tries, p_started_at)
 $$;
 
 -- The wake path (0010): a signed wake-up accepted once per fleet; a worker draining a type.

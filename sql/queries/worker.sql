@@ -64,10 +64,12 @@ select {{ s }}.wake_draining(%(type)s, %(for)s)
 select {{ s }}.wake_idle(%(type)s, %(handoff)s) as idle
 
 -- name: load_steps
--- A job's completed durable steps (ctx.step): read once, at its first step of an attempt.
-select name, occurrence, result from {{ s }}.load_steps(%(id)s)
+-- Jobs' completed durable steps (ctx.step): read at their first step, many jobs in one statement.
+select job_id, name, occurrence, result from {{ s }}.load_steps(%(ids)s::pg_catalog.uuid[])
 
--- name: save_step
--- One step's record, fenced by its attempt (false: the attempt no longer holds the job).
-select {{ s }}.save_step(%(id)s, %(attempt)s, %(name)s, %(occurrence)s, %(result)s::pg_catalog.jsonb,
-                         %(error)s, %(tries)s, %(started_at)s) as held
+-- name: save_steps
+-- Steps' records, many in one statement, fenced by their attempts: the (id, attempt) pairs held.
+select id, attempt from {{ s }}.save_steps(
+    %(ids)s::pg_catalog.uuid[], %(attempts)s::int[], %(names)s::pg_catalog.text[],
+    %(occurrences)s::int[], %(results)s::pg_catalog.jsonb, %(errors)s::pg_catalog.text[],
+    %(tries)s::int[], %(started_at)s::pg_catalog.timestamptz[])

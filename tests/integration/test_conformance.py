@@ -300,31 +300,35 @@ def test_running_check_names_the_attempts_that_lost_their_job(run: Run[Any]) -> 
 
 
 def test_steps_are_stored_fenced_and_never_overwritten(run: Run[Any]) -> None:
-    """Durable steps (issue 25): a step's record is written only while its attempt holds the job;
-    a completed one is read back and never overwritten; a failed one keeps its error and is not
-    read back (it runs again)."""
+    """Durable steps (issue 25): steps' records are written, many in one call, only while their
+    attempt holds the job; a completed one is read back and never overwritten; a failed one keeps
+    its error and is not read back (it runs again)."""
     async def body(b: Backend) -> None:
         job_id, other = await b.enqueue_many([NewJob("t", 1), NewJob("t", 2)])
         claimed = {c.id: c for c in await b.claim("t", 2, "w", LEASE)}
-        a = claimed[job_id].attempts
+        a, o = claimed[job_id].attempts, claimed[other].attempts
         at = _now()
-        assert await b.load_steps(job_id) == {}
-        assert await b.save_step(StepRecord(job_id, a, "charge", 1, json.dumps({"id": "ch_1"}), None, 2, at))
-        assert await b.save_step(StepRecord(job_id, a, "charge", 2, None, None, 1, at))  # null result
-        assert await b.save_step(StepRecord(job_id, a, "email", 1, None, "ValueError: down", 3, at))
-        assert not await b.save_step(StepRecord(job_id, a + 1, "late", 1, "1", None, 1, at))  # not its attempt
-        assert await b.save_step(StepRecord(job_id, a, "charge", 1, json.dumps("again"), None, 1, at))
-        assert await b.load_steps(job_id) == {("charge", 1): {"id": "ch_1"}, ("charge", 2): None}
-        assert await b.load_steps(other) == {}
-        assert await b.save_step(StepRecord(job_id, a, "email", 1, json.dumps([1, "é"]), None, 1, at))
-        assert (await b.load_steps(job_id))[("email", 1)] == [1, "é"]  # a failed step's rerun stored
+
+        def rec(job: uuid.UUID, attempt: int, name: str, n: int, result: Any = None,
+                error: str | None = None) -> StepRecord:
+            return StepRecord(job, attempt, name, n, None if result is None else json.dumps(result), error, 2, at)
+
+        assert await b.load_steps([job_id, other]) == {}
+        held = await b.save_steps([rec(job_id, a, "charge", 1, {"id": "ch_1"}), rec(job_id, a, "charge", 2),
+                                   rec(job_id, a, "email", 1, error="ValueError: down"),
+                                   rec(other, o + 1, "late", 1, 1),  # not its attempt
+                                   rec(other, o, "only", 1, "é")])
+        assert held == {(job_id, a), (other, o)}
+        assert await b.save_steps([rec(job_id, a, "charge", 1, "again")]) == {(job_id, a)}
+        assert await b.load_steps([job_id, other]) == {
+            (job_id, "charge", 1): {"id": "ch_1"}, (job_id, "charge", 2): None, (other, "only", 1): "é"}
+        assert await b.save_steps([rec(job_id, a, "email", 1, [1, "é"])]) == {(job_id, a)}
+        assert (await b.load_steps([job_id]))[(job_id, "email", 1)] == [1, "é"]  # a failed step's rerun
         await b.complete([(job_id, a, None)])
-        assert not await b.save_step(StepRecord(job_id, a, "after", 1, "1", None, 1, at))  # finished
-        assert not await b.save_step(StepRecord(uuid.uuid4(), 1, "gone", 1, "1", None, 1, at))
+        assert await b.save_steps([rec(job_id, a, "after", 1, 1), rec(uuid.uuid4(), 1, "gone", 1)]) == set()
         with pytest.raises(DatabaseError, match="name of 1 to 200"):
-            await b.save_step(StepRecord(other, claimed[other].attempts, "", 1, "1", None, 1, at))
-        assert await b.load_steps(job_id) == {("charge", 1): {"id": "ch_1"}, ("charge", 2): None,
-                                              ("email", 1): [1, "é"]}
+            await b.save_steps([rec(other, o, "", 1, 1)])
+        assert len(await b.load_steps([job_id])) == 3 and await b.save_steps([]) == set()
 
     run(body)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import uuid4
 
@@ -123,7 +123,7 @@ def test_a_step_retries_in_process_before_failing_the_attempt() -> None:
     assert calls["broken"] == 4  # two tries in each of the two attempts
     (failed,) = [r for (j, _n, _o), r in queue.backend.steps.items() if j == bad]
     assert failed.error is not None and "card declined" in failed.error and failed.result is None
-    assert asyncio.run(queue.backend.load_steps(bad)) == {}  # a failed step runs again
+    assert asyncio.run(queue.backend.load_steps([bad])) == {}  # a failed step runs again
 
 
 def test_a_step_timeout_fails_it() -> None:
@@ -170,19 +170,21 @@ def test_a_stale_attempt_cannot_write_or_overwrite_a_step() -> None:
     async def scenario() -> None:
         backend = MemoryBackend()
         job_id = await backend.enqueue(NewJob("t", {}))
-        (first,) = await backend.claim("t", 1, "w", lease=__import__("datetime").timedelta(seconds=5))
+        (first,) = await backend.claim("t", 1, "w", lease=timedelta(seconds=5))
         now = datetime.now(UTC)
-        assert await backend.save_step(StepRecord(job_id, first.attempts, "a", 1, '"one"', None, 1, now))
+        a1 = first.attempts
+        assert await backend.save_steps([StepRecord(job_id, a1, "a", 1, '"one"', None, 1, now)]) == {(job_id, a1)}
         backend.clock = lambda: time.time() + 60  # the lease expires; the sweep gives it back
         backend.sweep_stuck()
         backend.rows[job_id].scheduled_for = 0
-        (second,) = await backend.claim("t", 1, "w2", lease=__import__("datetime").timedelta(seconds=5))
-        assert second.attempts == first.attempts + 1
-        stale = StepRecord(job_id, first.attempts, "b", 1, '"stale"', None, 1, now)
-        assert not await backend.save_step(stale)
-        again = StepRecord(job_id, second.attempts, "a", 1, '"two"', None, 1, now)
-        assert await backend.save_step(again)  # held, but a completed step is never overwritten
-        assert await backend.load_steps(job_id) == {("a", 1): "one"}
-        assert await backend.load_steps(uuid4()) == {}
+        (second,) = await backend.claim("t", 1, "w2", lease=timedelta(seconds=5))
+        a2 = second.attempts
+        assert a2 == a1 + 1
+        stale = StepRecord(job_id, a1, "b", 1, '"stale"', None, 1, now)
+        again = StepRecord(job_id, a2, "a", 1, '"two"', None, 1, now)
+        # in one batch: the stale record is refused, the held one kept, a completed step not overwritten
+        assert await backend.save_steps([stale, again]) == {(job_id, a2)}
+        assert await backend.load_steps([job_id, uuid4()]) == {(job_id, "a", 1): "one"}
+        assert await backend.save_steps([]) == set() and await backend.load_steps([]) == {}
 
     asyncio.run(scenario())

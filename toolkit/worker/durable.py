@@ -3,7 +3,7 @@
 A step is named; its occurrence is the n-th call of that name within one execution of the handler
 (assigned when ``ctx.step`` is called, so it is the same on every execution of deterministic code).
 Its result is stored as JSON, one row per (job, name, occurrence) in ``job_steps``, written fenced by
-the attempt (``save_step``): a stale attempt (its job's attempts counter moved on, or the job was
+the attempt (``save_steps``): a stale attempt (its job's attempts counter moved on, or the job was
 swept, cancelled or deleted) writes nothing and gets StepLost, which ends it like a fenced
 completion (the worker counts it lost). A later attempt reads the completed steps once, at its
 first step (``load_steps``), and returns their stored results without running them. A job whose
@@ -23,6 +23,7 @@ import inspect
 import json
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -33,6 +34,7 @@ from ..exceptions import ConfigError, JobkitError
 from ..jobs import Claimed, StepRecord
 from ..retries import Permanent
 from .backends import Backend
+from .groupcommit import GroupCommit
 from .outcomes import encode_result, error_text
 
 log = logging.getLogger("jobkit.job")
@@ -87,6 +89,76 @@ def check_name(name: str) -> str:
     return name
 
 
+Done = dict[tuple[str, int], Any]
+
+
+class StepStore:
+    """A worker's step reads and writes, group-committed: the first steps of the jobs that start
+    together are read in one statement, and the records of steps that end together are written in
+    one (the completions' GroupCommit), so a step costs a share of a statement, not one of its own."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self._loader: GroupCommit[tuple[UUID, asyncio.Future[Done]], dict[tuple[UUID, str, int], Any]] = \
+            GroupCommit(self._load, self._loaded)
+        self._saver: GroupCommit[tuple[StepRecord, asyncio.Future[bool]], set[tuple[UUID, int]]] = \
+            GroupCommit(self._save, self._saved)
+
+    async def load(self, job_id: UUID) -> Done:
+        """The job's completed steps: (name, occurrence) -> result."""
+        future: asyncio.Future[Done] = asyncio.get_running_loop().create_future()
+        self._loader.submit((job_id, future))
+        return await future
+
+    async def save(self, record: StepRecord) -> bool:
+        """Write one record; False when its attempt no longer holds its job (fenced)."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._saver.submit((record, future))
+        return await future
+
+    async def _load(self, batch: list[tuple[UUID, asyncio.Future[Done]]]) -> dict[tuple[UUID, str, int], Any]:
+        return await self.backend.load_steps(list(dict.fromkeys(job_id for job_id, _f in batch)))
+
+    @staticmethod
+    def _loaded(batch: list[tuple[UUID, asyncio.Future[Done]]], result: dict[tuple[UUID, str, int], Any] | None,
+                error: BaseException | None) -> None:
+        by_job: dict[UUID, Done] = {}
+        for (job_id, name, n), value in (result or {}).items():
+            by_job.setdefault(job_id, {})[(name, n)] = value
+        for job_id, future in batch:
+            if not future.done():
+                _settle(future, by_job.get(job_id, {}), error)
+
+    async def _save(self, batch: list[tuple[StepRecord, asyncio.Future[bool]]]) -> set[tuple[UUID, int]]:
+        return await self.backend.save_steps([record for record, _f in batch])
+
+    @staticmethod
+    def _saved(batch: list[tuple[StepRecord, asyncio.Future[bool]]], result: set[tuple[UUID, int]] | None,
+               error: BaseException | None) -> None:
+        for record, future in batch:
+            if not future.done():
+                _settle(future, (record.job_id, record.attempt) in (result or set()), error)
+
+
+def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
+
+
+_stores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, StepStore]] = weakref.WeakKeyDictionary()
+
+
+def store_for(backend: Backend, loop: asyncio.AbstractEventLoop) -> StepStore:
+    """The StepStore of ``backend`` in ``loop`` (one per worker: its statements group jobs' steps)."""
+    stores = _stores.setdefault(loop, {})
+    found = stores.get(id(backend))
+    if found is None or found.backend is not backend:
+        found = stores[id(backend)] = StepStore(backend)
+    return found
+
+
 @dataclass
 class Steps:
     """One execution's durable steps: which occurrence each name is at, and the completed ones."""
@@ -94,7 +166,7 @@ class Steps:
     job: Claimed
     backend: Backend
     loop: asyncio.AbstractEventLoop
-    done: dict[tuple[str, int], Any] | None = None  # read at the first step
+    done: Done | None = None  # read at the first step
     counts: dict[str, int] = field(default_factory=dict)
     running: dict[str, int] = field(default_factory=dict)  # name -> its occurrence running now
 
@@ -109,9 +181,13 @@ class Steps:
         n = self.running.get(check_name(name), self.counts.get(name, 0) + 1)
         return step_key(self.job.id, name, n)
 
+    @property
+    def store(self) -> StepStore:
+        return store_for(self.backend, self.loop)
+
     async def stored(self, name: str, n: int) -> tuple[bool, Any]:
         if self.done is None:
-            self.done = await self.backend.load_steps(self.job.id)
+            self.done = await self.store.load(self.job.id)
         key = (name, n)
         return (key in self.done, self.done.get(key))
 
@@ -122,7 +198,7 @@ class Steps:
 
     async def save(self, record: StepRecord) -> None:
         """Write a completed step's record; StepLost when the attempt no longer holds the job."""
-        if not await self.backend.save_step(record):
+        if not await self.store.save(record):
             raise StepLost(f"step {record.name!r} of job {record.job_id}: attempt {record.attempt} no "
                            "longer holds the job; its result was not stored")
         if record.error is None and self.done is not None:
@@ -131,7 +207,7 @@ class Steps:
     async def save_failure(self, record: StepRecord) -> None:
         """Keep a failed step's error (for debugging); a failure to keep it is only logged."""
         try:
-            await self.backend.save_step(record)
+            await self.store.save(record)
         except JobkitError as exc:
             log.warning("job %s: could not record the error of step %r: %s", record.job_id, record.name, exc)
 
@@ -203,7 +279,8 @@ class Steps:
             async with transaction() as conn:
                 text = encode_result(await _awaited(lambda: fn(conn, *args, **kwargs)))
                 record = self.record(name, n, started, 1, result=text)
-                if not await AsyncSession(conn).run(statements.save_step(record)):
+                held = await AsyncSession(conn).run(statements.save_steps([record]))
+                if (record.job_id, record.attempt) not in held:
                     raise StepLost(f"transactional step {name!r} of job {self.job.id}: attempt "
                                    f"{self.job.attempts} no longer holds the job; its work was rolled back")
         except Exception as exc:

@@ -62,14 +62,14 @@ class Backend(Protocol):
         """Store what handlers reported (ctx.progress) on their running attempts (fenced)."""
         ...
 
-    async def load_steps(self, job_id: UUID) -> dict[tuple[str, int], Any]:
-        """The job's completed durable steps: (name, occurrence) -> result (decoded JSON)."""
+    async def load_steps(self, job_ids: Sequence[UUID]) -> dict[tuple[UUID, str, int], Any]:
+        """These jobs' completed durable steps: (job id, name, occurrence) -> result (decoded JSON)."""
         ...
 
-    async def save_step(self, step: StepRecord) -> bool:
-        """Record one step (completed, or failed with its error), fenced: False, and nothing
-        written, when ``step.attempt`` no longer holds the job. A completed step is never
-        overwritten."""
+    async def save_steps(self, steps: Sequence[StepRecord]) -> set[tuple[UUID, int]]:
+        """Record steps (completed, or failed with their error), fenced: a record is written only
+        while its attempt holds its job; returns the (job id, attempt) pairs that held it. A
+        completed step is never overwritten."""
         ...
 
     async def take_tokens(self, key: str, want: int) -> int: ...

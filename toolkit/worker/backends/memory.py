@@ -212,26 +212,30 @@ class MemoryBackend:
                 kept.add(job_id)
         return kept
 
-    async def load_steps(self, job_id: UUID) -> dict[tuple[str, int], Any]:
-        return {(name, n): None if r.result is None else json.loads(r.result)
-                for (jid, name, n), r in self.steps.items() if jid == job_id and r.error is None}
+    async def load_steps(self, job_ids: Sequence[UUID]) -> dict[tuple[UUID, str, int], Any]:
+        wanted = set(job_ids)
+        return {key: None if r.result is None else json.loads(r.result)
+                for key, r in self.steps.items() if key[0] in wanted and r.error is None}
 
-    async def save_step(self, step: StepRecord) -> bool:
-        if not 1 <= len(step.name) <= 200 or step.occurrence < 1:
-            raise DatabaseError("jobkit.save_step: a step needs a name of 1 to 200 characters and an "
-                                "occurrence >= 1", hint='call ctx.step("name", fn) with a short, non-empty name')
-        if step.result is not None:
+    async def save_steps(self, steps: Sequence[StepRecord]) -> set[tuple[UUID, int]]:
+        for step in steps:  # refused as a whole, like one statement
+            if not 1 <= len(step.name) <= 200 or step.occurrence < 1:
+                raise DatabaseError("jobkit.save_steps: a step needs a name of 1 to 200 characters and an "
+                                    "occurrence >= 1", hint='call ctx.step("name", fn) with a short, non-empty name')
             _stored_json(step.result)
-        if step.error is not None:
-            _stored_text(step.error)
-        if self._held(step.job_id, step.attempt) is None:
-            return False
-        key = (step.job_id, step.name, step.occurrence)
-        kept = self.steps.get(key)
-        if kept is None or kept.error is not None:  # a completed step is never overwritten
-            result = None if step.error is not None else step.result
-            self.steps[key] = step._replace(result=result, tries=max(step.tries, 1))
-        return True
+            if step.error is not None:
+                _stored_text(step.error)
+        held = set()
+        for step in steps:
+            if self._held(step.job_id, step.attempt) is None:
+                continue
+            held.add((step.job_id, step.attempt))
+            key = (step.job_id, step.name, step.occurrence)
+            kept = self.steps.get(key)
+            if kept is None or kept.error is not None:  # a completed step is never overwritten
+                result = None if step.error is not None or step.result == "null" else step.result
+                self.steps[key] = step._replace(result=result, tries=max(step.tries, 1))
+        return held
 
     async def take_tokens(self, key: str, want: int) -> int:
         return self._take(key, max(want, 0), self.clock())

@@ -138,16 +138,22 @@ class SupabaseBackend:
                                                  "p_attempts": [a for _i, a in running]})
         return {UUID(r["id"]): r["status"] for r in rows or []}
 
-    async def load_steps(self, job_id: UUID) -> dict[tuple[str, int], Any]:
-        rows = await self._rpc("load_steps", {"p_id": str(job_id)})
-        return {(r["name"], r["occurrence"]): r["result"] for r in rows or []}
+    async def load_steps(self, job_ids: Sequence[UUID]) -> dict[tuple[UUID, str, int], Any]:
+        if not job_ids:
+            return {}
+        rows = await self._rpc("load_steps", {"p_ids": [str(i) for i in job_ids]})
+        return {(UUID(r["job_id"]), r["name"], r["occurrence"]): r["result"] for r in rows or []}
 
-    async def save_step(self, step: StepRecord) -> bool:
-        return bool(await self._rpc("save_step", {
-            "p_id": str(step.job_id), "p_attempt": step.attempt, "p_name": step.name,
-            "p_occurrence": step.occurrence,
-            "p_result": None if step.result is None else json.loads(step.result),
-            "p_error": step.error, "p_tries": step.tries, "p_started_at": step.started_at.isoformat()}))
+    async def save_steps(self, steps: Sequence[StepRecord]) -> set[tuple[UUID, int]]:
+        if not steps:
+            return set()
+        rows = await self._rpc("save_steps", {
+            "p_ids": [str(r.job_id) for r in steps], "p_attempts": [r.attempt for r in steps],
+            "p_names": [r.name for r in steps], "p_occurrences": [r.occurrence for r in steps],
+            "p_results": [None if r.result is None else json.loads(r.result) for r in steps],
+            "p_errors": [r.error for r in steps], "p_tries": [r.tries for r in steps],
+            "p_started_at": [r.started_at.isoformat() for r in steps]})
+        return {(UUID(r["id"]), r["attempt"]) for r in rows or []}
 
     async def take_tokens(self, key: str, want: int) -> int:
         return int(await self._rpc("take_tokens", {"p_key": key, "p_want": want}) or 0)

@@ -168,10 +168,10 @@ $$;
 
 create or replace function {{ api }}.save_steps(
     p_ids uuid[], p_attempts int[], p_names text[], p_occurrences int[], p_results jsonb,
-    p_errors text[], p_tries int[], p_started_at timestamptz[]
+    p_errors text[], p_tries int[], p_started_at timestamptz[], p_hold boolean default false
 ) returns table (id uuid, attempt int) language sql volatile set search_path = '' as $$
     select * from {{ s }}.save_steps(p_ids, p_attempts, p_names, p_occurrences, p_results, p_errors,
-                                     p_tries, p_started_at)
+                                     p_tries, p_started_at, p_hold)
 $$;
 
 -- The wake path (0010): a signed wake-up accepted once per fleet; a worker draining a type.

@@ -109,8 +109,9 @@ class Statements:
     def load_steps(self, job_ids: Sequence[UUID]) -> Statement[dict[tuple[UUID, str, int], Any]]:
         return Statement(self.q["load_steps"], {"ids": "{" + ",".join(map(str, job_ids)) + "}"}, _steps)
 
-    def save_steps(self, steps: Sequence[StepRecord]) -> Statement[set[tuple[UUID, int]]]:
-        return Statement(self.q["save_steps"], steps_params(steps), _pairs)
+    def save_steps(self, steps: Sequence[StepRecord], hold: bool = False) -> Statement[set[tuple[UUID, int]]]:
+        """``hold``: lock the held jobs' rows until the transaction ends (a transactional step)."""
+        return Statement(self.q["save_steps"], {**steps_params(steps), "hold": hold}, _pairs)
 
     # What a worker needs besides the steps: rate-limit tokens, what is due, its keys.
     def take_tokens(self, key: str, want: int) -> Statement[int]:

@@ -16,14 +16,19 @@ $$;
 -- Record steps of running attempts, many in one statement (the worker's group commit): each is
 -- completed (its error null; p_results is a JSON array parallel to p_ids, null for all-null) or
 -- failed (its error kept for debugging; it runs again on the next attempt). Fenced: a record is
--- written only while its attempt holds its job (processing, attempts unchanged); returns the
--- (job id, attempt) pairs that held their job. The held jobs' rows are locked FOR SHARE until the caller's
--- transaction ends, so a sweep or a cancel that moves a job on waits for it or is seen by it: a
--- transactional step (its work and this record in one transaction) commits only while its
--- attempt holds the job. A completed row is never overwritten.
+-- written only while its attempt holds its job (processing, attempts unchanged) as of the
+-- statement's snapshot; returns the (job id, attempt) pairs that held their job. A completed row
+-- is never overwritten.
+-- p_hold (transactional steps): the held jobs' rows are also locked FOR SHARE until the caller's
+-- transaction ends, so a sweep or a cancel that moves a job on waits for that transaction, or
+-- was seen by it: the step's work commits only while its attempt holds the job. Plain steps do
+-- not lock (it costs each step a tuple lock on its job's row): a sweep that commits while their
+-- statement runs can let a stale attempt's record of a step that did run and return land; it is
+-- kept like any completed step (the next attempt returns it instead of running the step again),
+-- and that attempt's own completion is still fenced out.
 create or replace function {{ s }}.save_steps(
     p_ids uuid[], p_attempts int[], p_names text[], p_occurrences int[], p_results jsonb,
-    p_errors text[], p_tries int[], p_started_at timestamptz[]
+    p_errors text[], p_tries int[], p_started_at timestamptz[], p_hold boolean default false
 ) returns table (id uuid, attempt int)
 language plpgsql volatile set search_path = '' as $$
 declare
@@ -48,13 +53,21 @@ begin
         raise exception 'jobkit.save_steps: a step needs a name of 1 to 200 characters and an occurrence >= 1'
             using errcode = '22023', hint = 'call ctx.step("name", fn) with a short, non-empty name';
     end if;
-    select pg_catalog.array_agg(h.id), pg_catalog.array_agg(h.attempts) into v_held, v_attempts from (
-        select j.id, j.attempts from {{ s }}.jobs j
+    if p_hold then
+        select pg_catalog.array_agg(h.id), pg_catalog.array_agg(h.attempts) into v_held, v_attempts from (
+            select j.id, j.attempts from {{ s }}.jobs j
+            where j.id = any (p_ids) and j.status = 'processing'
+              and j.attempts = any (select u.attempt from unnest(p_ids, p_attempts) as u(id, attempt)
+                                    where u.id = j.id)
+            for share
+        ) h;
+    else
+        select pg_catalog.array_agg(j.id), pg_catalog.array_agg(j.attempts) into v_held, v_attempts
+        from {{ s }}.jobs j
         where j.id = any (p_ids) and j.status = 'processing'
           and j.attempts = any (select u.attempt from unnest(p_ids, p_attempts) as u(id, attempt)
-                                where u.id = j.id)
-        for share
-    ) h;
+                                where u.id = j.id);
+    end if;
     if v_held is null then
         return;
     end if;

@@ -69,7 +69,8 @@ select job_id, name, occurrence, result from {{ s }}.load_steps(%(ids)s::pg_cata
 
 -- name: save_steps
 -- Steps' records, many in one statement, fenced by their attempts: the (id, attempt) pairs held.
+-- hold: lock the held jobs until the transaction ends (a transactional step).
 select id, attempt from {{ s }}.save_steps(
     %(ids)s::pg_catalog.uuid[], %(attempts)s::int[], %(names)s::pg_catalog.text[],
     %(occurrences)s::int[], %(results)s::pg_catalog.jsonb, %(errors)s::pg_catalog.text[],
-    %(tries)s::int[], %(started_at)s::pg_catalog.timestamptz[])
+    %(tries)s::int[], %(started_at)s::pg_catalog.timestamptz[], %(hold)s)

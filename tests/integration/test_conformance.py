@@ -319,7 +319,7 @@ def test_steps_are_stored_fenced_and_never_overwritten(run: Run[Any]) -> None:
                                    rec(other, o + 1, "late", 1, 1),  # not its attempt
                                    rec(other, o, "only", 1, "é")])
         assert held == {(job_id, a), (other, o)}
-        assert await b.save_steps([rec(job_id, a, "charge", 1, "again")]) == {(job_id, a)}
+        assert await b.save_steps([rec(job_id, a, "charge", 1, "again")], hold=True) == {(job_id, a)}
         assert await b.load_steps([job_id, other]) == {
             (job_id, "charge", 1): {"id": "ch_1"}, (job_id, "charge", 2): None, (other, "only", 1): "é"}
         assert await b.save_steps([rec(job_id, a, "email", 1, [1, "é"])]) == {(job_id, a)}

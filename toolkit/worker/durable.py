@@ -279,7 +279,7 @@ class Steps:
             async with transaction() as conn:
                 text = encode_result(await _awaited(lambda: fn(conn, *args, **kwargs)))
                 record = self.record(name, n, started, 1, result=text)
-                held = await AsyncSession(conn).run(statements.save_steps([record]))
+                held = await AsyncSession(conn).run(statements.save_steps([record], hold=True))
                 if (record.job_id, record.attempt) not in held:
                     raise StepLost(f"transactional step {name!r} of job {self.job.id}: attempt "
                                    f"{self.job.attempts} no longer holds the job; its work was rolled back")

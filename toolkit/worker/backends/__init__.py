@@ -66,10 +66,12 @@ class Backend(Protocol):
         """These jobs' completed durable steps: (job id, name, occurrence) -> result (decoded JSON)."""
         ...
 
-    async def save_steps(self, steps: Sequence[StepRecord]) -> set[tuple[UUID, int]]:
+    async def save_steps(self, steps: Sequence[StepRecord], hold: bool = False) -> set[tuple[UUID, int]]:
         """Record steps (completed, or failed with their error), fenced: a record is written only
         while its attempt holds its job; returns the (job id, attempt) pairs that held it. A
-        completed step is never overwritten."""
+        completed step is never overwritten. ``hold``: also lock the held jobs until the statement's
+        transaction ends (a transactional step's own transaction; one call is one transaction
+        otherwise)."""
         ...
 
     async def take_tokens(self, key: str, want: int) -> int: ...

@@ -217,7 +217,7 @@ class MemoryBackend:
         return {key: None if r.result is None else json.loads(r.result)
                 for key, r in self.steps.items() if key[0] in wanted and r.error is None}
 
-    async def save_steps(self, steps: Sequence[StepRecord]) -> set[tuple[UUID, int]]:
+    async def save_steps(self, steps: Sequence[StepRecord], hold: bool = False) -> set[tuple[UUID, int]]:
         for step in steps:  # refused as a whole, like one statement
             if not 1 <= len(step.name) <= 200 or step.occurrence < 1:
                 raise DatabaseError("jobkit.save_steps: a step needs a name of 1 to 200 characters and an "

@@ -81,8 +81,8 @@ class PostgresBackend:
     async def load_steps(self, job_ids: Sequence[UUID]) -> dict[tuple[UUID, str, int], Any]:
         return await self.pool.run(self.sql.load_steps(job_ids)) if job_ids else {}
 
-    async def save_steps(self, steps: Sequence[StepRecord]) -> set[tuple[UUID, int]]:
-        return await self.pool.run(self.sql.save_steps(steps)) if steps else set()
+    async def save_steps(self, steps: Sequence[StepRecord], hold: bool = False) -> set[tuple[UUID, int]]:
+        return await self.pool.run(self.sql.save_steps(steps, hold)) if steps else set()
 
     def listen(self, channel: str) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         """A LISTEN session on ``channel`` (its own connection): the NOTIFY wake-ups."""

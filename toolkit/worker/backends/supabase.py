@@ -144,7 +144,7 @@ class SupabaseBackend:
         rows = await self._rpc("load_steps", {"p_ids": [str(i) for i in job_ids]})
         return {(UUID(r["job_id"]), r["name"], r["occurrence"]): r["result"] for r in rows or []}
 
-    async def save_steps(self, steps: Sequence[StepRecord]) -> set[tuple[UUID, int]]:
+    async def save_steps(self, steps: Sequence[StepRecord], hold: bool = False) -> set[tuple[UUID, int]]:
         if not steps:
             return set()
         rows = await self._rpc("save_steps", {
@@ -152,7 +152,7 @@ class SupabaseBackend:
             "p_names": [r.name for r in steps], "p_occurrences": [r.occurrence for r in steps],
             "p_results": [None if r.result is None else json.loads(r.result) for r in steps],
             "p_errors": [r.error for r in steps], "p_tries": [r.tries for r in steps],
-            "p_started_at": [r.started_at.isoformat() for r in steps]})
+            "p_started_at": [r.started_at.isoformat() for r in steps], "p_hold": hold})
         return {(UUID(r["id"]), r["attempt"]) for r in rows or []}
 
     async def take_tokens(self, key: str, want: int) -> int:

@@ -70,7 +70,8 @@ def _server(url: str) -> tuple[float, list[tuple[int, float, str]]]:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        rows = conn.execute("""select calls, total_exec_time, regexp_replace(left(query, 60), '\\s+', ' ', 'g')
+        rows = conn.execute("""select calls, total_exec_time,
+                                      regexp_replace(left(query, 60), '\\s+', ' ', 'g')
                                from pg_stat_statements where dbid = (select oid from pg_database
                                where datname = current_database()) and query not like '%%pg_stat_statements%%'
                                order by total_exec_time desc""").fetchall()

@@ -30,7 +30,8 @@ from .worker.endpoint import WorkerEndpoint, create_app
 
 __all__ = [
     "Job", "JobContext", "JobFailed", "JobResult", "JobkitError", "MemoryBackend", "NewJob", "Permanent",
-    "PostgresBackend", "Progress", "RateLimited", "Registry", "Retry", "Settings", "Status", "StepLost", "WaitTimeout",
+    "PostgresBackend", "Progress", "RateLimited", "Registry", "Retry", "Settings", "Status", "StepLost",
+    "WaitTimeout",
     "WorkerEndpoint", "__version__", "create_app", "enqueue", "enqueue_async", "enqueue_many",
     "enqueue_many_async", "load_settings", "wait", "wait_async",
 ]

@@ -152,3 +152,42 @@ def test_a_jobs_steps_go_with_it(db_url: str, session: Session) -> None:
     assert session.scalar("select jobkit.prune(interval '1 hour')") == 1
     assert session.scalar("select count(*) from jobkit.job_steps where job_id = %s", (pruned,)) == 0
     assert jobkit.StepLost.default_hint
+
+
+def test_the_readme_example_runs(db_url: str, session: Session) -> None:
+    """The README's "Durable steps" example, as written, on the worker over PostgreSQL: its three
+    steps stored, the charge made with the step's idempotency key, the order row committed."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Durable steps"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    charged: list[str] = []
+
+    class Payments:
+        @staticmethod
+        async def charge(amount: int, idempotency_key: str) -> dict[str, Any]:
+            charged.append(idempotency_key)
+            return {"id": f"ch_{amount}"}
+
+    sent: list[str] = []
+    namespace: dict[str, Any] = {"payments": Payments, "send_receipt": sent.append}
+    exec(compile(code.group(1), "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
+    session.execute("create table orders (id int primary key, charge_id text not null)")
+    job_id = Lifecycle(session).enqueue(NewJob("checkout", {"id": 1, "amount": 5, "email": "a@example.com"}))
+
+    async def main() -> DrainSummary:
+        backend = PostgresBackend(db_url)
+        await backend.open()
+        try:
+            return await Drainer(namespace["jobs"], backend).drain("checkout", budget=timedelta(seconds=30))
+        finally:
+            await backend.close()
+
+    assert asyncio.run(main()).completed == 1
+    assert session.scalar("select result from jobkit.jobs where id = %s", (job_id,)) == "ch_5"
+    assert charged == [f"jobkit:{job_id}:charge:1"] and sent == ["a@example.com"]
+    assert session.all("select id, charge_id from orders") == [{"id": 1, "charge_id": "ch_5"}]
+    assert session.scalar("select count(*) from jobkit.job_steps where job_id = %s", (job_id,)) == 3

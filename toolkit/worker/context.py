@@ -16,8 +16,8 @@ from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
-from ..jobs import Claimed
 from ..exceptions import ConfigError
+from ..jobs import Claimed
 from ..retries import RateLimited
 from .backends import Backend
 from .durable import StepPolicy, Steps
@@ -121,7 +121,8 @@ class JobContext:
         return self._dual(lambda: self._acquire(key, n))
 
     def step(self, name: str, fn: Callable[..., Any], *args: Any, retries: int = 0,
-             backoff: float | timedelta = 1.0, timeout: float | timedelta | None = None, **kwargs: Any) -> Any:
+             backoff: float | timedelta = 1.0, timeout: float | timedelta | None = None,
+             **kwargs: Any) -> Any:
         """Run ``fn(*args, **kwargs)`` as the durable step ``name``: its result (JSON) is stored
         when it returns, and on a retry of the job this returns the stored result without running
         it again. Call it the same way as the handler's other dual calls: ``await ctx.step(...)``

@@ -71,7 +71,7 @@ class StepPolicy:
 
     def delay(self, tried: int) -> float:
         """The pause after ``tried`` failed tries."""
-        return min(self.backoff * 2 ** min(tried - 1, 30), MAX_BACKOFF)
+        return min(self.backoff * 2.0 ** min(tried - 1, 30), MAX_BACKOFF)
 
 
 def _seconds(value: float | timedelta, what: str) -> float:
@@ -120,8 +120,8 @@ class StepStore:
         return await self.backend.load_steps(list(dict.fromkeys(job_id for job_id, _f in batch)))
 
     @staticmethod
-    def _loaded(batch: list[tuple[UUID, asyncio.Future[Done]]], result: dict[tuple[UUID, str, int], Any] | None,
-                error: BaseException | None) -> None:
+    def _loaded(batch: list[tuple[UUID, asyncio.Future[Done]]],
+                result: dict[tuple[UUID, str, int], Any] | None, error: BaseException | None) -> None:
         by_job: dict[UUID, Done] = {}
         for (job_id, name, n), value in (result or {}).items():
             by_job.setdefault(job_id, {})[(name, n)] = value
@@ -147,7 +147,8 @@ def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None
         future.set_result(value)
 
 
-_stores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, StepStore]] = weakref.WeakKeyDictionary()
+_stores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, StepStore]] = \
+    weakref.WeakKeyDictionary()
 
 
 def store_for(backend: Backend, loop: asyncio.AbstractEventLoop) -> StepStore:
@@ -213,7 +214,8 @@ class Steps:
 
     # ---- running a step: in the event loop (async handlers) or in a worker thread (sync ones) ----
 
-    async def run_async(self, ctx: Any, name: str, n: int, call: Callable[[], Any], policy: StepPolicy) -> Any:
+    async def run_async(self, ctx: Any, name: str, n: int, call: Callable[[], Any],
+                        policy: StepPolicy) -> Any:
         found, value = await self.stored(name, n)
         if found:
             return value

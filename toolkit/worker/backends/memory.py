@@ -221,7 +221,8 @@ class MemoryBackend:
         for step in steps:  # refused as a whole, like one statement
             if not 1 <= len(step.name) <= 200 or step.occurrence < 1:
                 raise DatabaseError("jobkit.save_steps: a step needs a name of 1 to 200 characters and an "
-                                    "occurrence >= 1", hint='call ctx.step("name", fn) with a short, non-empty name')
+                                    "occurrence >= 1",
+                                    hint='call ctx.step("name", fn) with a short, non-empty name')
             _stored_json(step.result)
             if step.error is not None:
                 _stored_text(step.error)

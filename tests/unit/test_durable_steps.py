@@ -98,6 +98,10 @@ def _flaky_registry(calls: Counter[str]) -> jobkit.Registry:
             await asyncio.sleep(5)
         return await ctx.step("slow", sleepy, timeout=0.05)
 
+    @jobs.handler("slow_in_async", max_attempts=1)
+    async def slow_in_async(payload: Any, ctx: Any) -> Any:
+        return await ctx.step("slow", time.sleep, 1, timeout=0.05)  # a sync fn: in a thread
+
     @jobs.handler("slow_sync", max_attempts=1)
     def slow_sync(payload: Any, ctx: Any) -> Any:
         return ctx.step("slow", time.sleep, 1, timeout=0.05)
@@ -129,7 +133,7 @@ def test_a_step_retries_in_process_before_failing_the_attempt() -> None:
 def test_a_step_timeout_fails_it() -> None:
     calls: Counter[str] = Counter()
     queue = InlineQueue(_flaky_registry(calls))
-    ids = [queue.enqueue("slow", {}), queue.enqueue("slow_sync", {})]
+    ids = [queue.enqueue("slow", {}), queue.enqueue("slow_sync", {}), queue.enqueue("slow_in_async", {})]
     queue.run()
     for job_id in ids:
         state = queue.result(job_id)
@@ -188,3 +192,27 @@ def test_a_stale_attempt_cannot_write_or_overwrite_a_step() -> None:
         assert await backend.save_steps([]) == set() and await backend.load_steps([]) == {}
 
     asyncio.run(scenario())
+
+
+def test_an_attempt_that_lost_its_job_gets_step_lost_and_stores_nothing() -> None:
+    jobs = jobkit.Registry()
+    seen: list[Any] = []
+
+    @jobs.handler("fenced", max_attempts=3)
+    async def fenced(payload: Any, ctx: Any) -> Any:
+        def swept() -> str:  # meanwhile the job moved on to another attempt
+            queue.backend.rows[ctx.id].attempts += 1
+            return "late"
+        try:
+            await ctx.step("late", swept)
+        except jobkit.StepLost as exc:
+            seen.append((ctx.lost, exc.hint))
+            raise
+        return "unreachable"
+
+    queue = InlineQueue(jobs)
+    job_id = queue.enqueue("fenced", {})
+    queue.run()
+    assert seen and seen[0][0] is True and "lease" in seen[0][1]
+    assert queue.backend.steps == {}
+    assert queue.result(job_id).status == "processing"  # the other attempt holds it; nothing recorded

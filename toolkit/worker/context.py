@@ -10,6 +10,7 @@ block and return the result (``ctx.heartbeat()``).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
@@ -128,13 +129,17 @@ class JobContext:
         it again. Call it the same way as the handler's other dual calls: ``await ctx.step(...)``
         in an async handler (``fn`` may be async), ``ctx.step(...)`` in a sync one. ``retries``:
         tries after the first within this attempt, ``backoff`` seconds apart (doubled each time);
-        ``timeout``: seconds per try. A step that still raises is recorded as failed (its error
+        ``timeout``: seconds per try (a sync ``fn`` in an async handler then runs in a thread, left
+        running when the timeout passes; without a timeout it runs on the event loop, like any sync
+        code of the handler). A step that still raises is recorded as failed (its error
         kept) and its exception ends the attempt as usual. At-least-once: see ``step_key``."""
         policy = StepPolicy.of(retries, backoff, timeout)
         steps = self._durable()
         n = steps.next(name)
         call = _bound(fn, args, kwargs)
         if _in_loop_thread(self._loop):
+            if policy.timeout is not None and not inspect.iscoroutinefunction(fn):
+                call = _threaded(fn, args, kwargs)  # a timeout cannot interrupt a sync call on the loop
             return steps.run_async(self, name, n, call, policy)
         return steps.run_sync(self, name, n, call, policy)
 
@@ -186,6 +191,12 @@ def _bound(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     if not callable(fn):
         raise ConfigError(f"a step runs a function, got {fn!r}", hint='call ctx.step("name", fn, *args)')
     return lambda: fn(*args, **kwargs)
+
+
+def _threaded(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], Any]:
+    """A sync step function with a timeout, in an async handler: each try in a thread (abandoned,
+    still running, when the timeout passes)."""
+    return lambda: asyncio.to_thread(fn, *args, **kwargs)
 
 
 def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:

@@ -234,7 +234,11 @@ class Steps:
                     await asyncio.sleep(policy.delay(tries))
         finally:
             self.running.pop(name, None)
-        await self.save(self.record(name, n, started, tries, result=text))
+        try:
+            await self.save(self.record(name, n, started, tries, result=text))
+        except StepLost:
+            ctx.lost = True
+            raise
         return _decoded(text)
 
     def run_sync(self, ctx: Any, name: str, n: int, call: Callable[[], Any], policy: StepPolicy) -> Any:
@@ -256,7 +260,11 @@ class Steps:
                     time.sleep(policy.delay(tries))
         finally:
             self.running.pop(name, None)
-        self._wait(self.save(self.record(name, n, started, tries, result=text)))
+        try:
+            self._wait(self.save(self.record(name, n, started, tries, result=text)))
+        except StepLost:
+            ctx.lost = True
+            raise
         return _decoded(text)
 
     async def run_transaction(self, name: str, n: int, fn: Callable[..., Any], args: tuple[Any, ...],

@@ -53,21 +53,41 @@ begin
         raise exception 'jobkit.save_steps: a step needs a name of 1 to 200 characters and an occurrence >= 1'
             using errcode = '22023', hint = 'call ctx.step("name", fn) with a short, non-empty name';
     end if;
-    if p_hold then
-        select pg_catalog.array_agg(h.id), pg_catalog.array_agg(h.attempts) into v_held, v_attempts from (
+    if not p_hold then  -- one statement: the fence, the insert, the answer
+        return query
+        with held as (
             select j.id, j.attempts from {{ s }}.jobs j
             where j.id = any (p_ids) and j.status = 'processing'
               and j.attempts = any (select u.attempt from unnest(p_ids, p_attempts) as u(id, attempt)
                                     where u.id = j.id)
-            for share
-        ) h;
-    else
-        select pg_catalog.array_agg(j.id), pg_catalog.array_agg(j.attempts) into v_held, v_attempts
-        from {{ s }}.jobs j
+        ), stored as (
+            insert into {{ s }}.job_steps as t
+                (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
+            select distinct on (u.id, u.name, u.occurrence)
+                   u.id, u.name, u.occurrence, u.attempt,
+                   case when p_errors[u.i] is null then 'completed' else 'failed' end,
+                   case when p_errors[u.i] is null then nullif(p_results -> (u.i::int - 1), 'null'::jsonb) end,
+                   p_errors[u.i], greatest(coalesce(p_tries[u.i], 1), 1), coalesce(p_started_at[u.i], now())
+            from unnest(p_ids, p_attempts, p_names, p_occurrences)
+                 with ordinality as u(id, attempt, name, occurrence, i)
+            join held h on h.id = u.id and h.attempts = u.attempt
+            order by u.id, u.name, u.occurrence, u.i desc
+            on conflict (job_id, name, occurrence) do update
+                set attempt = excluded.attempt, status = excluded.status, result = excluded.result,
+                    error = excluded.error, tries = excluded.tries, started_at = excluded.started_at,
+                    finished_at = now()
+                where t.status <> 'completed'
+        )
+        select h.id, h.attempts from held h;
+        return;
+    end if;
+    select pg_catalog.array_agg(h.id), pg_catalog.array_agg(h.attempts) into v_held, v_attempts from (
+        select j.id, j.attempts from {{ s }}.jobs j
         where j.id = any (p_ids) and j.status = 'processing'
           and j.attempts = any (select u.attempt from unnest(p_ids, p_attempts) as u(id, attempt)
-                                where u.id = j.id);
-    end if;
+                                where u.id = j.id)
+        for share
+    ) h;
     if v_held is null then
         return;
     end if;

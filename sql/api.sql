@@ -159,6 +159,21 @@ language sql volatile set search_path = '' as $$
     select * from {{ s }}.worker_keys()
 $$;
 
+-- Durable steps (issue 25): jobs' completed steps, and steps' records fenced by their attempts.
+create or replace function {{ api }}.load_steps(p_ids uuid[])
+returns table (job_id uuid, name text, occurrence int, result jsonb)
+language sql stable set search_path = '' as $$
+    select * from {{ s }}.load_steps(p_ids)
+$$;
+
+create or replace function {{ api }}.save_steps(
+    p_ids uuid[], p_attempts int[], p_names text[], p_occurrences int[], p_results jsonb,
+    p_errors text[], p_tries int[], p_started_at timestamptz[], p_hold boolean default false
+) returns table (id uuid, attempt int) language sql volatile set search_path = '' as $$
+    select * from {{ s }}.save_steps(p_ids, p_attempts, p_names, p_occurrences, p_results, p_errors,
+                                     p_tries, p_started_at, p_hold)
+$$;
+
 -- The wake path (0010): a signed wake-up accepted once per fleet; a worker draining a type.
 create or replace function {{ api }}.consume_wake(p_nonce text, p_expires_at timestamptz)
 returns boolean language sql volatile set search_path = '' as $$

@@ -25,11 +25,13 @@ from .version import __version__
 from .worker.backends.memory import MemoryBackend
 from .worker.backends.postgres import PostgresBackend
 from .worker.context import JobContext
+from .worker.durable import StepLost
 from .worker.endpoint import WorkerEndpoint, create_app
 
 __all__ = [
     "Job", "JobContext", "JobFailed", "JobResult", "JobkitError", "MemoryBackend", "NewJob", "Permanent",
-    "PostgresBackend", "Progress", "RateLimited", "Registry", "Retry", "Settings", "Status", "WaitTimeout",
+    "PostgresBackend", "Progress", "RateLimited", "Registry", "Retry", "Settings", "Status", "StepLost",
+    "WaitTimeout",
     "WorkerEndpoint", "__version__", "create_app", "enqueue", "enqueue_async", "enqueue_many",
     "enqueue_many_async", "load_settings", "wait", "wait_async",
 ]

@@ -107,6 +107,20 @@ class Failure:
 Done = tuple[UUID, int, str | None]
 
 
+class StepRecord(NamedTuple):
+    """One durable step's record (ctx.step), written fenced by its attempt: completed when ``error``
+    is None (``result`` its JSON text, None for null), else failed with that error."""
+
+    job_id: UUID
+    attempt: int
+    name: str
+    occurrence: int  # the n-th call of this name within one execution of the handler
+    result: str | None
+    error: str | None
+    tries: int
+    started_at: datetime
+
+
 #: The states in which a job waits for nothing more: wait() returns or raises on them.
 FINISHED = frozenset({Status.COMPLETED, Status.FAILED, Status.DEAD, Status.CANCELLED})
 

@@ -19,7 +19,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 from uuid import UUID
 
 from .connector import Row, Session, json_param
-from .jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, TraceContext
+from .jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, StepRecord, TraceContext
 from .queries import queries
 
 T = TypeVar("T")
@@ -104,6 +104,14 @@ class Statements:
     def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> Statement[set[UUID]]:
         return Statement(self.q["progress"], {**running_params([(r[0], r[1]) for r in reports]),
                                                   "progress": json_param([r[2] for r in reports])}, _id_set)
+
+    # Durable steps (ctx.step, issue 25): a job's completed steps; one step's record, fenced.
+    def load_steps(self, job_ids: Sequence[UUID]) -> Statement[dict[tuple[UUID, str, int], Any]]:
+        return Statement(self.q["load_steps"], {"ids": "{" + ",".join(map(str, job_ids)) + "}"}, _steps)
+
+    def save_steps(self, steps: Sequence[StepRecord], hold: bool = False) -> Statement[set[tuple[UUID, int]]]:
+        """``hold``: lock the held jobs' rows until the transaction ends (a transactional step)."""
+        return Statement(self.q["save_steps"], {**steps_params(steps), "hold": hold}, _pairs)
 
     # What a worker needs besides the steps: rate-limit tokens, what is due, its keys.
     def take_tokens(self, key: str, want: int) -> Statement[int]:
@@ -221,6 +229,19 @@ def complete_params(done: Sequence[Done]) -> dict[str, Any]:
     return {**running_params([(d[0], d[1]) for d in done]), "results": joined}
 
 
+def steps_params(steps: Sequence[StepRecord]) -> dict[str, Any]:
+    """Steps' records as parallel arrays; their results (JSON text) joined into one JSON array,
+    one NULL when all are null (like complete_params); errors one NULL when none failed."""
+    results = [r.result for r in steps]
+    errors = [r.error for r in steps]
+    return {**running_params([(r.job_id, r.attempt) for r in steps]),
+            "names": [r.name for r in steps], "occurrences": [r.occurrence for r in steps],
+            "results": None if all(r is None for r in results) else (
+                "[" + ",".join("null" if r is None else r for r in results) + "]"),
+            "errors": None if all(e is None for e in errors) else errors,
+            "tries": [r.tries for r in steps], "started_at": [r.started_at for r in steps]}
+
+
 def running_params(running: Sequence[tuple[UUID, int]]) -> dict[str, str]:
     """(id, attempt) pairs as two array literals; uuids and ints need no quoting."""
     return {"ids": "{" + ",".join(str(r[0]) for r in running) + "}",
@@ -263,6 +284,14 @@ def _id_set(rows: list[tuple[Any, ...]]) -> set[UUID]:
 
 def _id_map(rows: list[tuple[Any, ...]]) -> dict[UUID, str]:
     return {r[0]: r[1] for r in rows}
+
+
+def _steps(rows: list[tuple[Any, ...]]) -> dict[tuple[UUID, str, int], Any]:
+    return {(r[0], r[1], r[2]): r[3] for r in rows}
+
+
+def _pairs(rows: list[tuple[Any, ...]]) -> set[tuple[UUID, int]]:
+    return {(r[0], r[1]) for r in rows}
 
 
 def _flag(rows: list[tuple[Any, ...]]) -> bool:

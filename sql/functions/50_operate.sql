@@ -80,7 +80,7 @@ language sql volatile set search_path = '' as $$
     select count(*) filter (where {{ s }}.cancel_job(i))::int from unnest(p_ids) as i
 $$;
 
--- Delete many jobs with their attempt history: returns how many. A processing job is left alone
+-- Delete many jobs with their attempt history and steps: returns how many. A processing job is left alone
 -- (cancel it first: its worker still holds it).
 create or replace function {{ s }}.delete_jobs(p_ids uuid[]) returns int
 language sql volatile set search_path = '' as $$
@@ -88,6 +88,8 @@ language sql volatile set search_path = '' as $$
         delete from {{ s }}.jobs j where j.id = any(p_ids) and j.status <> 'processing' returning j.id
     ), history as (
         delete from {{ s }}.job_attempts a using gone g where a.job_id = g.id
+    ), steps as (
+        delete from {{ s }}.job_steps t using gone g where t.job_id = g.id
     )
     select count(*)::int from gone
 $$;

@@ -99,6 +99,7 @@ begin
         select array_agg(g.id) into v_ids from gone g;
         exit when v_ids is null;
         delete from {{ s }}.job_attempts a where a.job_id = any (v_ids);
+        delete from {{ s }}.job_steps t where t.job_id = any (v_ids);
         v_total := v_total + cardinality(v_ids);
         exit when cardinality(v_ids) < p_batch_size;
     end loop;

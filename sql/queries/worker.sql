@@ -62,3 +62,15 @@ select {{ s }}.wake_draining(%(type)s, %(for)s)
 
 -- name: wake_idle
 select {{ s }}.wake_idle(%(type)s, %(handoff)s) as idle
+
+-- name: load_steps
+-- Jobs' completed durable steps (ctx.step): read at their first step, many jobs in one statement.
+select job_id, name, occurrence, result from {{ s }}.load_steps(%(ids)s::pg_catalog.uuid[])
+
+-- name: save_steps
+-- Steps' records, many in one statement, fenced by their attempts: the (id, attempt) pairs held.
+-- hold: lock the held jobs until the transaction ends (a transactional step).
+select id, attempt from {{ s }}.save_steps(
+    %(ids)s::pg_catalog.uuid[], %(attempts)s::int[], %(names)s::pg_catalog.text[],
+    %(occurrences)s::int[], %(results)s::pg_catalog.jsonb, %(errors)s::pg_catalog.text[],
+    %(tries)s::int[], %(started_at)s::pg_catalog.timestamptz[], %(hold)s)

@@ -303,6 +303,24 @@ create table {{ s }}.row_triggers (
     primary key (name, op)
 );
 
+-- Durable steps (0016): the result of each completed ctx.step, one row per (job, step name,
+-- occurrence), written fenced by the attempt; a step that raised is kept as 'failed' with its error
+-- and runs again on the next attempt. No foreign key (like job_attempts): prune and delete remove a
+-- job's steps with it.
+create table {{ s }}.job_steps (
+    job_id      uuid not null,
+    name        text not null check (pg_catalog.char_length(name) between 1 and 200),
+    occurrence  int not null check (occurrence >= 1),
+    attempt     int not null,  -- the attempt that wrote the row
+    status      text not null check (status in ('completed', 'failed')),
+    result      jsonb,
+    error       text,
+    tries       int not null default 1 check (tries >= 1),  -- in-process tries (retries=) it took
+    started_at  timestamptz not null,
+    finished_at timestamptz not null default now(),
+    primary key (job_id, name, occurrence)
+);
+
 alter table {{ s }}.jobs enable row level security;
 alter table {{ s }}.job_attempts enable row level security;
 alter table {{ s }}.job_types enable row level security;
@@ -320,3 +338,4 @@ alter table {{ s }}.wake_nonces enable row level security;
 alter table {{ s }}.wake_drains enable row level security;
 alter table {{ s }}.wake_sent enable row level security;
 alter table {{ s }}.row_triggers enable row level security;
+alter table {{ s }}.job_steps enable row level security;

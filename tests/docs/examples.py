@@ -131,7 +131,8 @@ def parse_command(words: list[str]) -> None:
         assert sub is not None, f"jobkit {' '.join(path[1:] + words[:1])}: no such command"
         command, path, words = sub, [*path, words[0]], words[1:]
     try:
-        command.make_context(" ".join(path), list(words), resilient_parsing=False)
+        # the root's settings, as the real CLI passes them down (click caches a command's help option)
+        command.make_context(" ".join(path), list(words), resilient_parsing=False, **cli.context_settings)
     except click.exceptions.Exit:
         pass
     except click.UsageError as exc:

@@ -82,3 +82,33 @@ def sleepy(payload: Any, ctx: Any) -> Any:
     with psycopg.connect(os.environ["E2E_DB_URL"], autocommit=True) as conn:
         conn.execute("insert into side_effect_ends (job_id, pid) values (%s, %s)", (str(ctx.id), os.getpid()))
     return {"pid": os.getpid()}
+
+
+STEPS = 5
+
+
+def step_effect(ctx: Any, step: str) -> None:
+    """Insert (job id, step, attempt, pid) into step_effects: one row per run of a durable step."""
+    conn = getattr(_local, "conn", None)
+    if conn is None or conn.closed:
+        conn = _local.conn = psycopg.connect(os.environ["E2E_DB_URL"], autocommit=True)
+    conn.execute("insert into step_effects (job_id, step, attempt, pid) values (%s, %s, %s, %s)",
+                 (str(ctx.id), step, ctx.attempt, os.getpid()))
+
+
+@jobs.handler("fault.steps", timeout=30, lease=5, max_attempts=5, backoff=QUICK)
+def durable(payload: Any, ctx: Any) -> Any:
+    """Five durable steps, each recording a side effect and taking a while; as long again between
+    them, so that a kill lands inside a step or between two about as often."""
+    pause = float(payload.get("seconds", 0.02))
+
+    def run(step: str) -> str:
+        step_effect(ctx, step)
+        time.sleep(pause)
+        return f"{step} by {os.getpid()}"
+
+    done = []
+    for i in range(STEPS):
+        done.append(ctx.step(f"s{i}", run, f"s{i}"))
+        time.sleep(pause)
+    return done

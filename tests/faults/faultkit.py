@@ -32,8 +32,8 @@ APP = "fault_handlers:jobs"
 
 
 #: The fault handlers' types retry after a second, expired leases included (the sweep uses these).
-FAULT_TYPES = {name: TypeConfig(max_attempts=3 if name == "fault.work" else 2, backoff=QUICK)
-               for name in ("fault.work", "fault.crash")}
+FAULT_TYPES = {name: TypeConfig(max_attempts={"fault.work": 3, "fault.steps": 5}.get(name, 2), backoff=QUICK)
+               for name in ("fault.work", "fault.crash", "fault.steps")}
 
 
 def prepare(url: str, **settings: Any) -> Settings:
@@ -44,6 +44,8 @@ def prepare(url: str, **settings: Any) -> Settings:
         conn.execute("create table if not exists side_effects (job_id uuid not null, attempt int not null,"
                      " pid int not null, at timestamptz not null default clock_timestamp())")
         conn.execute("grant all on side_effects to public")
+        conn.execute("create table if not exists step_effects (job_id uuid not null, step text not null,"
+                     " attempt int not null, pid int not null)")
     return config
 
 

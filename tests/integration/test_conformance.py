@@ -18,7 +18,7 @@ import pytest
 from jobkit.config import Backoff, RateLimitConfig, Settings, TypeConfig
 from jobkit.connector import Database
 from jobkit.exceptions import DatabaseError
-from jobkit.jobs import Failure, NewJob, Progress, Status
+from jobkit.jobs import Failure, NewJob, Progress, Status, StepRecord
 from jobkit.results import wait_async
 from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.worker.backends import Backend
@@ -295,6 +295,40 @@ def test_running_check_names_the_attempts_that_lost_their_job(run: Run[Any]) -> 
         assert await b.running_check(running) == {done: "completed"}
         assert await b.running_check([(held, claimed[held].attempts + 1)]) == {held: "processing"}
         assert await b.running_check([]) == {}
+
+    run(body)
+
+
+def test_steps_are_stored_fenced_and_never_overwritten(run: Run[Any]) -> None:
+    """Durable steps (issue 25): steps' records are written, many in one call, only while their
+    attempt holds the job; a completed one is read back and never overwritten; a failed one keeps
+    its error and is not read back (it runs again)."""
+    async def body(b: Backend) -> None:
+        job_id, other = await b.enqueue_many([NewJob("t", 1), NewJob("t", 2)])
+        claimed = {c.id: c for c in await b.claim("t", 2, "w", LEASE)}
+        a, o = claimed[job_id].attempts, claimed[other].attempts
+        at = _now()
+
+        def rec(job: uuid.UUID, attempt: int, name: str, n: int, result: Any = None,
+                error: str | None = None) -> StepRecord:
+            return StepRecord(job, attempt, name, n, None if result is None else json.dumps(result), error, 2, at)
+
+        assert await b.load_steps([job_id, other]) == {}
+        held = await b.save_steps([rec(job_id, a, "charge", 1, {"id": "ch_1"}), rec(job_id, a, "charge", 2),
+                                   rec(job_id, a, "email", 1, error="ValueError: down"),
+                                   rec(other, o + 1, "late", 1, 1),  # not its attempt
+                                   rec(other, o, "only", 1, "é")])
+        assert held == {(job_id, a), (other, o)}
+        assert await b.save_steps([rec(job_id, a, "charge", 1, "again")], hold=True) == {(job_id, a)}
+        assert await b.load_steps([job_id, other]) == {
+            (job_id, "charge", 1): {"id": "ch_1"}, (job_id, "charge", 2): None, (other, "only", 1): "é"}
+        assert await b.save_steps([rec(job_id, a, "email", 1, [1, "é"])]) == {(job_id, a)}
+        assert (await b.load_steps([job_id]))[(job_id, "email", 1)] == [1, "é"]  # a failed step's rerun
+        await b.complete([(job_id, a, None)])
+        assert await b.save_steps([rec(job_id, a, "after", 1, 1), rec(uuid.uuid4(), 1, "gone", 1)]) == set()
+        with pytest.raises(DatabaseError, match="name of 1 to 200"):
+            await b.save_steps([rec(other, o, "", 1, 1)])
+        assert len(await b.load_steps([job_id])) == 3 and await b.save_steps([]) == set()
 
     run(body)
 

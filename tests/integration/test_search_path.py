@@ -39,7 +39,7 @@ from jobkit.connector import Database, Session
 from jobkit.cron import schedules as scheduling
 from jobkit.cron.pg_cron import CronJobs, CronSite
 from jobkit.handlers import RateLimited, Registry
-from jobkit.jobs import Failure, NewJob
+from jobkit.jobs import Failure, NewJob, StepRecord
 from jobkit.lifecycle import Lifecycle
 from jobkit.ops import doctor
 from jobkit.ops.localdb import LocalCluster
@@ -611,6 +611,11 @@ def _manager(session: Session) -> None:
     manager.enqueue(NewJob("tenant", {"t": 6}, throttle=timedelta(minutes=1)))
     manager.enqueue(NewJob("tenant", {"t": 6}, throttle=timedelta(minutes=1)))
     assert manager.session.run(manager.sql.running_check([(fair[0].id, fair[0].attempts)])) == {}
+    # Durable steps: a record fenced by its attempt (held, locked), then read back.
+    step = StepRecord(fair[0].id, fair[0].attempts, "charge", 1, '{"ok": 1}', None, 1, datetime.now(UTC))
+    held = manager.session.run(manager.sql.save_steps([step], hold=True))
+    assert held == {(fair[0].id, fair[0].attempts)}
+    assert manager.session.run(manager.sql.load_steps([fair[0].id])) == {(fair[0].id, "charge", 1): {"ok": 1}}
 
 
 def _endpoint(db_url: str, listen: str | None, pinned: Session) -> None:

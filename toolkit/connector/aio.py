@@ -139,6 +139,14 @@ class AsyncPool:
         return None if row is None else next(iter(row.values()))
 
     @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[psycopg.AsyncConnection[Row]]:
+        """A pooled connection inside one transaction (committed when the block ends, rolled back
+        when it raises): a transactional step's work and its record (ctx.transaction_step)."""
+        with _pooled():
+            async with self._pool.connection() as conn, conn.transaction():
+                yield conn
+
+    @asynccontextmanager
     async def listen(self, channel: str) -> AsyncIterator[AsyncIterator[str]]:
         """LISTEN on ``channel`` over a dedicated connection; LISTEN is in place when this enters.
         Yields the notifications' payloads; a broken connection raises ConnectionFailed (it is

@@ -10,15 +10,18 @@ block and return the result (``ctx.heartbeat()``).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
+from ..exceptions import ConfigError
 from ..jobs import Claimed
 from ..retries import RateLimited
 from .backends import Backend
+from .durable import StepPolicy, Steps
 from .progress import Reported, progress_json
 
 T = TypeVar("T")
@@ -39,7 +42,7 @@ class JobContext:
     """Handed to every handler as its second argument."""
 
     __slots__ = ("job", "_backend", "_loop", "_lease", "_deadline", "lost", "cancelled", "_logger",
-                 "_reported")
+                 "_reported", "_steps")
 
     def __init__(self, job: Claimed, *, backend: Backend, loop: asyncio.AbstractEventLoop,
                  lease: timedelta, deadline: float, holder: Holder | None = None) -> None:
@@ -54,6 +57,7 @@ class JobContext:
         self.cancelled = False
         self._logger: logging.LoggerAdapter[logging.Logger] | None = None
         self._reported = holder  # where the first progress report goes (drain's Running)
+        self._steps: Steps | None = None  # durable steps, made at the first ctx.step
 
     @property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:
@@ -117,6 +121,50 @@ class JobContext:
         while this attempt has time left; raises RateLimited (the job is snoozed) otherwise."""
         return self._dual(lambda: self._acquire(key, n))
 
+    def step(self, name: str, fn: Callable[..., Any], *args: Any, retries: int = 0,
+             backoff: float | timedelta = 1.0, timeout: float | timedelta | None = None,
+             **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` as the durable step ``name``: its result (JSON) is stored
+        when it returns, and on a retry of the job this returns the stored result without running
+        it again. Call it the same way as the handler's other dual calls: ``await ctx.step(...)``
+        in an async handler (``fn`` may be async), ``ctx.step(...)`` in a sync one. ``retries``:
+        tries after the first within this attempt, ``backoff`` seconds apart (doubled each time);
+        ``timeout``: seconds per try (a sync ``fn`` in an async handler then runs in a thread, left
+        running when the timeout passes; without a timeout it runs on the event loop, like any sync
+        code of the handler). A step that still raises is recorded as failed (its error
+        kept) and its exception ends the attempt as usual. At-least-once: see ``step_key``."""
+        policy = StepPolicy.of(retries, backoff, timeout)
+        steps = self._durable()
+        n = steps.next(name)
+        call = _bound(fn, args, kwargs)
+        if _in_loop_thread(self._loop):
+            if policy.timeout is not None and not inspect.iscoroutinefunction(fn):
+                call = _threaded(fn, args, kwargs)  # a timeout cannot interrupt a sync call on the loop
+            return steps.run_async(self, name, n, call, policy)
+        return steps.run_sync(self, name, n, call, policy)
+
+    def step_key(self, name: str) -> str:
+        """A stable idempotency key for the step ``name`` (job id, name and occurrence): the one
+        running now, else its next occurrence. The same on every attempt: hand it to an outside
+        API (Stripe's Idempotency-Key) so that a step run again after a crash is not done twice."""
+        return self._durable().key(name)
+
+    async def transaction_step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``await fn(conn, *args, **kwargs)`` as the durable step ``name`` inside one
+        transaction on a connection of the worker's own pool (``conn``: a psycopg AsyncConnection),
+        its record committed in the same transaction: the work is done exactly once. Async
+        handlers on the direct PostgreSQL backend only."""
+        if not _in_loop_thread(self._loop):
+            raise ConfigError("ctx.transaction_step needs an async handler",
+                              hint="make the handler async (async def), or use ctx.step")
+        steps = self._durable()
+        return await steps.run_transaction(name, steps.next(name), fn, args, kwargs)
+
+    def _durable(self) -> Steps:
+        if self._steps is None:
+            self._steps = Steps(self.job, self._backend, self._loop)
+        return self._steps
+
     async def _heartbeat(self, by: timedelta) -> bool:
         kept = await self._backend.extend([(self.job.id, self.job.attempts)], by)
         self.lost = self.job.id not in kept
@@ -137,6 +185,18 @@ class JobContext:
         if _in_loop_thread(self._loop):
             return make()
         return asyncio.run_coroutine_threadsafe(make(), self._loop).result()
+
+
+def _bound(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], Any]:
+    if not callable(fn):
+        raise ConfigError(f"a step runs a function, got {fn!r}", hint='call ctx.step("name", fn, *args)')
+    return lambda: fn(*args, **kwargs)
+
+
+def _threaded(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], Any]:
+    """A sync step function with a timeout, in an async handler: each try in a thread (abandoned,
+    still running, when the timeout passes)."""
+    return lambda: asyncio.to_thread(fn, *args, **kwargs)
 
 
 def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:

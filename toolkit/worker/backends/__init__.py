@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
-from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, TraceContext
+from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, StepRecord, TraceContext
 
 
 class Backend(Protocol):
@@ -60,6 +60,18 @@ class Backend(Protocol):
 
     async def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> set[UUID]:
         """Store what handlers reported (ctx.progress) on their running attempts (fenced)."""
+        ...
+
+    async def load_steps(self, job_ids: Sequence[UUID]) -> dict[tuple[UUID, str, int], Any]:
+        """These jobs' completed durable steps: (job id, name, occurrence) -> result (decoded JSON)."""
+        ...
+
+    async def save_steps(self, steps: Sequence[StepRecord], hold: bool = False) -> set[tuple[UUID, int]]:
+        """Record steps (completed, or failed with their error), fenced: a record is written only
+        while its attempt holds its job; returns the (job id, attempt) pairs that held it. A
+        completed step is never overwritten. ``hold``: also lock the held jobs until the statement's
+        transaction ends (a transactional step's own transaction; one call is one transaction
+        otherwise)."""
         ...
 
     async def take_tokens(self, key: str, want: int) -> int: ...

@@ -22,7 +22,7 @@ from uuid import UUID
 
 from ...config import RateLimitConfig, TypeConfig
 from ...exceptions import DatabaseError
-from ...jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, Status, TraceContext
+from ...jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, Status, StepRecord, TraceContext
 from ..attempt import Outcome
 
 MIN_LEASE = 5.0
@@ -92,6 +92,8 @@ class MemoryBackend:
         self._random = random.Random(seed)
         self._cursors: dict[str, str] = {}  # fair types: the last key a claim served
         self.wake_nonces: dict[str, datetime] = {}  # signed wake-ups consumed -> when their window ends
+        #: the job_steps table: (job id, name, occurrence) -> its record (durable steps, ctx.step)
+        self.steps: dict[tuple[UUID, str, int], StepRecord] = {}
 
     # ---- the Backend protocol ---------------------------------------------------------------------
 
@@ -209,6 +211,32 @@ class MemoryBackend:
                 row.progress = json.loads(json.dumps(value))  # stored as JSON, like jsonb
                 kept.add(job_id)
         return kept
+
+    async def load_steps(self, job_ids: Sequence[UUID]) -> dict[tuple[UUID, str, int], Any]:
+        wanted = set(job_ids)
+        return {key: None if r.result is None else json.loads(r.result)
+                for key, r in self.steps.items() if key[0] in wanted and r.error is None}
+
+    async def save_steps(self, steps: Sequence[StepRecord], hold: bool = False) -> set[tuple[UUID, int]]:
+        for step in steps:  # refused as a whole, like one statement
+            if not 1 <= len(step.name) <= 200 or step.occurrence < 1:
+                raise DatabaseError("jobkit.save_steps: a step needs a name of 1 to 200 characters and an "
+                                    "occurrence >= 1",
+                                    hint='call ctx.step("name", fn) with a short, non-empty name')
+            _stored_json(step.result)
+            if step.error is not None:
+                _stored_text(step.error)
+        held = set()
+        for step in steps:
+            if self._held(step.job_id, step.attempt) is None:
+                continue
+            held.add((step.job_id, step.attempt))
+            key = (step.job_id, step.name, step.occurrence)
+            kept = self.steps.get(key)
+            if kept is None or kept.error is not None:  # a completed step is never overwritten
+                result = None if step.error is not None or step.result == "null" else step.result
+                self.steps[key] = step._replace(result=result, tries=max(step.tries, 1))
+        return held
 
     async def take_tokens(self, key: str, want: int) -> int:
         return self._take(key, max(want, 0), self.clock())

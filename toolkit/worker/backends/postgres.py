@@ -15,7 +15,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
 
 from ...connector.aio import AsyncPool
-from ...jobs import NewJob, TraceContext
+from ...jobs import NewJob, StepRecord, TraceContext
 from ...lifecycle import Statement, Statements
 
 P = ParamSpec("P")
@@ -77,6 +77,12 @@ class PostgresBackend:
 
     async def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> set[UUID]:
         return await self.pool.run(self.sql.progress(reports)) if reports else set()
+
+    async def load_steps(self, job_ids: Sequence[UUID]) -> dict[tuple[UUID, str, int], Any]:
+        return await self.pool.run(self.sql.load_steps(job_ids)) if job_ids else {}
+
+    async def save_steps(self, steps: Sequence[StepRecord], hold: bool = False) -> set[tuple[UUID, int]]:
+        return await self.pool.run(self.sql.save_steps(steps, hold)) if steps else set()
 
     def listen(self, channel: str) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         """A LISTEN session on ``channel`` (its own connection): the NOTIFY wake-ups."""

@@ -21,7 +21,7 @@ from postgrest import APIError, AsyncPostgrestClient
 from supabase import AsyncClient, AsyncClientOptions, acreate_client
 
 from ...exceptions import ConfigError, ConnectionFailed, DatabaseError
-from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, TraceContext
+from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, StepRecord, TraceContext
 from ...lifecycle import enqueue_many_params
 
 _HINTS = {
@@ -137,6 +137,23 @@ class SupabaseBackend:
         rows = await self._rpc("running_check", {"p_ids": [str(i) for i, _a in running],
                                                  "p_attempts": [a for _i, a in running]})
         return {UUID(r["id"]): r["status"] for r in rows or []}
+
+    async def load_steps(self, job_ids: Sequence[UUID]) -> dict[tuple[UUID, str, int], Any]:
+        if not job_ids:
+            return {}
+        rows = await self._rpc("load_steps", {"p_ids": [str(i) for i in job_ids]})
+        return {(UUID(r["job_id"]), r["name"], r["occurrence"]): r["result"] for r in rows or []}
+
+    async def save_steps(self, steps: Sequence[StepRecord], hold: bool = False) -> set[tuple[UUID, int]]:
+        if not steps:
+            return set()
+        rows = await self._rpc("save_steps", {
+            "p_ids": [str(r.job_id) for r in steps], "p_attempts": [r.attempt for r in steps],
+            "p_names": [r.name for r in steps], "p_occurrences": [r.occurrence for r in steps],
+            "p_results": [None if r.result is None else json.loads(r.result) for r in steps],
+            "p_errors": [r.error for r in steps], "p_tries": [r.tries for r in steps],
+            "p_started_at": [r.started_at.isoformat() for r in steps], "p_hold": hold})
+        return {(UUID(r["id"]), r["attempt"]) for r in rows or []}
 
     async def take_tokens(self, key: str, want: int) -> int:
         return int(await self._rpc("take_tokens", {"p_key": key, "p_want": want}) or 0)

@@ -208,6 +208,7 @@ class Settings:
     api_schema: str | None = None  # the Data API schema of wrappers for supabase-py (optional)
     user_api: UserApiConfig | None = None  # the per-user job API for end users (optional)
     payload_index: bool = False  # [dashboard] payload_index: a GIN index for payload search
+    created_index: bool = False  # [dashboard] created_index: the jobs page's (created_at, id) index
     triggers: Mapping[str, TriggerConfig] = field(default_factory=dict)  # [triggers.<name>] (issue 24)
     home: Path = Path(".jobkit")
     source: Path | None = None
@@ -318,7 +319,8 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None, names
         },
         api_schema=api_schema,
         user_api=_user_api(data.get("user_api"), schema, api_schema, types),
-        payload_index=_dashboard(data.get("dashboard", {})),
+        payload_index=_dashboard(data.get("dashboard", {}), "payload_index"),
+        created_index=_dashboard(data.get("dashboard", {}), "created_index"),
         triggers=parse_triggers(data.get("triggers", {}), schema),
         source=source,
     )
@@ -396,14 +398,20 @@ def _api(body: Any) -> str | None:
     return v.schema(table["schema"]) if "schema" in table else None
 
 
-def _dashboard(body: Any) -> bool:
+def _dashboard(body: Any, key: str) -> bool:
     table = v.table(body, "[dashboard]")
-    v.only(table, {"payload_index"}, "[dashboard]")
-    value = table.get("payload_index", False)
+    v.only(table, {"payload_index", "created_index"}, "[dashboard]")
+    value = table.get(key, False)
     if not isinstance(value, bool):
-        raise ConfigError("[dashboard] payload_index must be true or false",
-                          hint="payload_index = true builds a GIN index for payload search")
+        raise ConfigError(f"[dashboard] {key} must be true or false",
+                          hint=DASHBOARD_HINTS[key])
     return value
+
+
+DASHBOARD_HINTS = {
+    "payload_index": "payload_index = true builds a GIN index for payload search",
+    "created_index": "created_index = true builds the jobs page's (created_at, id) index",
+}
 
 
 def _user_api(body: Any, schema: str, api_schema: str | None,

@@ -45,6 +45,10 @@ class Statements:
         self.q = queries(schema)
 
     def enqueue(self, job: NewJob, trace_context: TraceContext | None = None) -> Statement[UUID]:
+        if trace_context is None and _plain(job):  # the fixed-shape, three-parameter form
+            return Statement(self.q["enqueue_plain"],
+                             {"type": job.type, "payload": json_param(job.payload), "priority": job.priority or 0},
+                             _first_uuid)
         return Statement(self.q["enqueue"], enqueue_params(job, trace_context), _first_uuid)
 
     def enqueue_many(self, jobs: Sequence[NewJob],
@@ -100,6 +104,10 @@ class Statements:
 
     def state(self, job_id: UUID) -> Statement[JobResult | None]:
         return Statement(self.q["state"], {"id": job_id}, _state, dicts=True)
+
+    def wait_on(self, job_ids: Sequence[UUID], wait_for: timedelta) -> Statement[None]:
+        """Register waiters: these jobs' completions are notified on <schema>_done (0014)."""
+        return Statement(self.q["wait_on"], {"ids": list(job_ids), "for": wait_for}, _nothing)
 
     def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> Statement[set[UUID]]:
         return Statement(self.q["progress"], {**running_params([(r[0], r[1]) for r in reports]),
@@ -192,6 +200,12 @@ class Lifecycle:
 
 
 # ---- parameters in their cheapest form ------------------------------------------------------------
+
+def _plain(job: NewJob) -> bool:
+    """Nothing but a type, a payload and a priority: enqueue_plain's shape."""
+    return (job.run_at is None and job.delay is None and job.max_attempts is None and job.idempotency_key is None
+            and job.concurrency_key is None and job.debounce is None and job.throttle is None)
+
 
 def enqueue_params(job: NewJob, trace_context: TraceContext | None = None) -> dict[str, Any]:
     return {

@@ -5,9 +5,10 @@ Both return the job's :class:`~jobkit.jobs.JobResult` once it completed, and rai
 dead-lettered or cancelled, :class:`~jobkit.exceptions.WaitTimeout` when it did not finish in time,
 and :class:`~jobkit.exceptions.NotFound` for an unknown id.
 
-How they learn that a job finished: the statements that finish jobs send a notification on the
-channel ``<schema>_done`` (sql/migrations/0006_results.sql). On a database URL the waiter LISTENs
-on its own connection, so the result arrives at the finishing commit. It re-reads the job's state
+How they learn that a job finished: on a database URL the waiter LISTENs on the channel
+``<schema>_done`` on its own connection, then registers the job (``wait_on``, migration 0014), and
+the statement that finishes a registered job notifies the channel, so the result arrives at the
+finishing commit (jobs nobody waits on are finished without a notification). It re-reads the job's state
 as well, every ``poll`` seconds at most (starting at 50 ms, doubling), so a lost notification only
 costs time. Where LISTEN is unavailable (PgBouncer or Supavisor in transaction mode: pass
 ``listen=False``), on your own connection, through supabase-py (the ``job_state`` RPC of the API
@@ -23,6 +24,7 @@ import inspect
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -38,6 +40,7 @@ from .names import done_channel
 FIRST_POLL = 0.05  # seconds before the first re-read; doubled after each one up to the cap
 LISTENING_POLL = 5.0  # the re-read cap while a notification can arrive (lost ones only cost this)
 PROGRESS_POLL = 0.5  # the cap while someone wants progress
+REGISTRATION_MARGIN = 60.0  # seconds a waiter's row outlives its timeout (then prune deletes it)
 ProgressCallback = Callable[[Progress], Any]
 
 
@@ -62,6 +65,7 @@ def wait(target: Any, job_id: UUID | str, *, timeout: float = 30.0, poll: float 
         notes: Callable[[float], list[tuple[str, str]]] | None = None
         if _owned(target) and listen is not False:
             session.listen(done_channel(schema))
+            session.run(Statements(schema).wait_on([job], _registration(timeout)))
             notes = session.notifies
         elif listen:
             raise ConfigError("listen=True needs a database URL: wait LISTENs on a connection of its own",
@@ -96,6 +100,7 @@ async def wait_async(target: Any, job_id: UUID | str, *, timeout: float = 30.0, 
         notes = None
         if listen is not False:
             await session.listen(done_channel(schema))
+            await session.run(Statements(schema).wait_on([job], _registration(timeout)))
             notes = session.notifies
         return await watch.aio(lambda: session.run(statement), notes)
 
@@ -173,6 +178,11 @@ class _Watch:
 
     def mine(self, payload: str) -> bool:
         return str(self.job) in payload.split(",")
+
+
+def _registration(timeout: float) -> timedelta:
+    """How long a waiter's registration lasts: the wait, plus a margin for clock and commit delays."""
+    return timedelta(seconds=timeout + REGISTRATION_MARGIN)
 
 
 def _session(stack: ExitStack, target: Any) -> Session:

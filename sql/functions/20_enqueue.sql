@@ -31,7 +31,14 @@ begin
     if p_payload is null then
         raise exception 'jobkit.enqueue: p_payload must not be null (use ''{}''::jsonb)' using errcode = '22023';
     end if;
-    v_key := {{ s }}._job_key(p_type, p_payload, p_concurrency_key);
+    -- _job_key inlined (issue 23): a type without a key template or fairness costs one probe of
+    -- job_types and no function call. key_template implies fair (job_types_limits_need_fair).
+    v_key := p_concurrency_key;
+    if v_key is null then
+        select case when t.key_template is not null then {{ s }}._render_key(t.key_template, p_payload)
+                    else '' end
+        into v_key from {{ s }}.job_types t where t.type = p_type and t.fair;
+    end if;
     if p_debounce is not null or p_throttle is not null then
         return {{ s }}._enqueue_windowed(p_type, p_payload, p_priority, p_run_at, p_max_attempts,
                                         p_idempotency_key, v_key, p_debounce, p_throttle,

@@ -191,10 +191,41 @@ begin
 end
 $$;
 
--- Tell waiters (jobkit.wait) that these jobs finished: one notification per 200 ids.
+-- Tell waiters (jobkit.wait) that these jobs finished: one notification per 200 ids, only for the
+-- ids someone registered with wait_on (0014), whose rows it deletes. Nobody waiting (no row at all):
+-- one probe of an empty table, and no NOTIFY, whose commit-time lock serialises every committer.
 create or replace function {{ s }}._notify_done(p_ids uuid[]) returns void
-language sql volatile set search_path = '' as $$
-    select pg_catalog.pg_notify({{ (schema ~ "_done") | literal }},
-                                pg_catalog.array_to_string(p_ids[i:i + 199], ','))
-    from pg_catalog.generate_series(1, coalesce(pg_catalog.cardinality(p_ids), 0), 200) as i
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_waited uuid[];
+begin
+    if not exists (select from {{ s }}.waiters) then
+        return;
+    end if;
+    with gone as (
+        delete from {{ s }}.waiters w where w.job_id operator(pg_catalog.=) any (p_ids) returning w.job_id
+    )
+    select pg_catalog.array_agg(g.job_id) into v_waited from gone g;
+    perform pg_catalog.pg_notify({{ (schema ~ "_done") | literal }},
+                                 pg_catalog.array_to_string(v_waited[i:i + 199], ','))
+    from pg_catalog.generate_series(1, coalesce(pg_catalog.cardinality(v_waited), 0), 200) as i;
+end
+$$;
+
+-- Register waiters (jobkit.wait, after it LISTENs on <schema>_done): the finishing statement of
+-- each of these jobs sends the completion NOTIFY. p_for: how long the waiter waits at most; the row
+-- then expires (prune deletes it). A job already finished is notified by no one: the waiter reads
+-- its state after registering.
+create or replace function {{ s }}.wait_on(p_ids uuid[], p_for interval) returns void
+language plpgsql volatile set search_path = '' as $$
+begin
+    if p_for is null or p_for operator(pg_catalog.<) interval '0' then
+        raise exception 'jobkit.wait_on: p_for must be a non-negative interval (how long you wait)'
+            using errcode = '22023';
+    end if;
+    insert into {{ s }}.waiters as w (job_id, expires_at)
+    select distinct u.id, pg_catalog.now() operator(pg_catalog.+) p_for
+    from pg_catalog.unnest(p_ids) as u(id) where u.id is not null
+    on conflict (job_id) do update set expires_at = greatest(w.expires_at, excluded.expires_at);
+end
 $$;

@@ -83,6 +83,7 @@ begin
         raise exception 'jobkit.prune: p_older_than must be a non-negative interval' using errcode = '22023';
     end if;
     delete from {{ s }}.enqueue_windows w where w.until < now() - p_older_than;
+    delete from {{ s }}.waiters w where w.expires_at < now();  -- waiters that gave up (0014)
     for i in 1 .. greatest(p_max_batches, 1) loop
         with gone as (
             delete from {{ s }}.jobs j

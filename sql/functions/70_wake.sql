@@ -206,15 +206,22 @@ declare
     v_rows bigint := (v_mine ->> 1)::bigint + coalesce(p_due, 0);
     v_at timestamptz := (v_mine ->> 2)::timestamptz;
     v_want int;
+    v_off boolean;
+    v_fanout int;
+    v_batch int;
 begin
-    if not coalesce((select t.wake_on_insert from {{ s }}.job_types t
-                     where t.type in (p_type, '*') order by t.type = '*' limit 1), true)
-       or exists (select 1 from {{ s }}.pauses p where p.type = p_type and p.key is null) then
+    -- One statement for everything it reads (issue 23: it was four, on every enqueue).
+    select not coalesce((select t.wake_on_insert from {{ s }}.job_types t
+                         where t.type in (p_type, '*') order by t.type = '*' limit 1), true)
+           or exists (select 1 from {{ s }}.pauses p where p.type = p_type and p.key is null),
+           (select (x.value)::int from {{ s }}.settings x where x.key = 'max_fanout'),
+           (select (x.value)::int from {{ s }}.settings x where x.key = 'batch_size')
+    into v_off, v_fanout, v_batch;
+    if v_off then
         return;
     end if;
     if v_rows > 0 then
-        v_want := least(greatest(({{ s }}.setting('max_fanout'))::int, 1),
-                        ceil(v_rows::numeric / greatest(({{ s }}.setting('batch_size'))::int, 1))::int);
+        v_want := least(greatest(v_fanout, 1), ceil(v_rows::numeric / greatest(v_batch, 1))::int);
         if v_want > v_calls then
             if v_calls > 0 or {{ s }}._wake_needed(p_type) then
                 perform {{ s }}._send_wake(p_type, v_want - v_calls);

@@ -109,6 +109,20 @@ create index concurrently if not exists jobs_payload_idx on {{ s }}.jobs using g
 -- name: payload_index_drop
 drop index concurrently if exists {{ s }}.jobs_payload_idx
 
+-- name: created_index_state
+-- The optional keyset index of the dashboard's jobs page ([dashboard] created_index, issue 23):
+-- present, and valid.
+select i.indisvalid as valid
+from pg_catalog.pg_index i
+where i.indexrelid operator(pg_catalog.=)
+      pg_catalog.to_regclass({{ (s ~ ".jobs_created_idx") | literal }})::pg_catalog.oid
+
+-- name: created_index_create
+create index concurrently if not exists jobs_created_idx on {{ s }}.jobs (created_at, id)
+
+-- name: created_index_drop
+drop index concurrently if exists {{ s }}.jobs_created_idx
+
 -- name: unvalidated_constraints
 -- Constraints of jobkit's tables added NOT VALID and not validated yet: migrations add them so
 -- (ACCESS EXCLUSIVE only for the catalog change) and deploy validates each after the migrations, in

@@ -9,6 +9,11 @@ select {{ s }}.enqueue(%(type)s, %(payload)s, %(priority)s,
                        %(max_attempts)s, %(idempotency_key)s, %(trace_context)s::pg_catalog.jsonb,
                        %(concurrency_key)s, %(debounce)s::interval, %(throttle)s::interval) as id
 
+-- name: enqueue_plain
+-- A job with nothing but a type, a payload and a priority (issue 23): a fixed shape with three
+-- parameters, prepared once per connection, and none of the casts and coalesces of the full form.
+select {{ s }}.enqueue(%(type)s, %(payload)s, %(priority)s) as id
+
 -- name: enqueue_many
 -- Types and payloads travel as JSON documents (the types as one string when they are all the same);
 -- run_at wins over now() + delay, element by element. Ids come back in input order.
@@ -61,6 +66,11 @@ from {{ s }}.job_history where job_id operator(pg_catalog.=) %(id)s order by att
 -- What a waiting producer reads (jobkit.wait): no payload, no history.
 select id, status, result, last_error, attempts, progress, completed_at
 from {{ s }}.jobs where id operator(pg_catalog.=) %(id)s
+
+-- name: wait_on
+-- A waiter (jobkit.wait) registers the jobs it waits on, after it LISTENs: only these get the
+-- completion notification (0014). p_for: how long it waits, after which the row expires.
+select {{ s }}.wait_on(%(ids)s::pg_catalog.uuid[], %(for)s::interval)
 
 -- name: progress
 -- ids and attempts as array literals, the progress objects as one JSON array (parallel).

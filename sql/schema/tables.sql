@@ -104,8 +104,9 @@ create unique index jobs_idempotency_idx on {{ s }}.jobs (type, idempotency_key)
 -- dead rows are in it, so the hot path (claims, completions) never writes to it.
 create index jobs_dead_idx on {{ s }}.jobs (type) where status = 'dead';
 -- The dashboard's jobs page lists newest first with keyset pagination on (created_at, id) and
--- filters by a time range on created_at.
-create index jobs_created_idx on {{ s }}.jobs (created_at, id);
+-- filters by a time range on created_at. Its index jobs_created_idx cost every insert (+20% WAL a
+-- job), so it exists only when jobkit.toml asks for it ([dashboard] created_index = true, 0015):
+-- deploy builds it CONCURRENTLY, as the payload index below.
 -- Payload search (the dashboard's payload @> filter) has a GIN index only when jobkit.toml asks for
 -- it ([dashboard] payload_index = true): deploy builds it CONCURRENTLY outside this schema, since
 -- it costs every enqueue, claim and completion (docs/BENCHMARKS.md).
@@ -321,6 +322,13 @@ create table {{ s }}.job_steps (
     primary key (job_id, name, occurrence)
 );
 
+-- The jobs someone waits on (jobkit.wait registers them with wait_on, 0014): a finishing statement
+-- sends the completion NOTIFY only for these, and deletes their rows; prune deletes expired ones.
+create table {{ s }}.waiters (
+    job_id     uuid primary key,
+    expires_at timestamptz not null
+);
+
 alter table {{ s }}.jobs enable row level security;
 alter table {{ s }}.job_attempts enable row level security;
 alter table {{ s }}.job_types enable row level security;
@@ -339,3 +347,4 @@ alter table {{ s }}.wake_drains enable row level security;
 alter table {{ s }}.wake_sent enable row level security;
 alter table {{ s }}.row_triggers enable row level security;
 alter table {{ s }}.job_steps enable row level security;
+alter table {{ s }}.waiters enable row level security;

@@ -199,6 +199,7 @@ def _compare_data(db: Database, session: Session, settings: Settings, options: D
         sync.apply_runtime(session, settings, runtime)
         sync.apply_ratelimits(session, settings, limits)
     report.settings_changed += sync.payload_index(session, settings, apply=apply)
+    report.settings_changed += sync.created_index(session, settings, apply=apply)
     api = render_api(settings)
     changed = sync.api_changes(session, settings, api, apply=apply) if api else []
     if changed:

@@ -132,17 +132,27 @@ def payload_index(session: Session, settings: Settings, *, apply: bool) -> list[
     """Build or drop the payload search index to match ``[dashboard] payload_index``. CONCURRENTLY,
     in autocommit (never inside a transaction): writers are not blocked while it builds; an
     invalid leftover of a failed build is dropped and built again."""
+    return _optional_index(session, settings, "payload", settings.payload_index, apply=apply)
+
+
+def created_index(session: Session, settings: Settings, *, apply: bool) -> list[str]:
+    """Build or drop the jobs page's keyset index jobs_created_idx to match ``[dashboard]
+    created_index`` (issue 23: every insert paid for it), as payload_index does."""
+    return _optional_index(session, settings, "created", settings.created_index, apply=apply)
+
+
+def _optional_index(session: Session, settings: Settings, name: str, wanted: bool, *, apply: bool) -> list[str]:
     q = queries(settings.schema)
-    row = session.one(q["payload_index_state"])
+    row = session.one(q[f"{name}_index_state"])
     present, valid = row is not None, bool(row and row["valid"])
-    if settings.payload_index and valid or not settings.payload_index and not present:
+    if wanted and valid or not wanted and not present:
         return []
     if apply:
         if present:
-            session.execute(q["payload_index_drop"])
-        if settings.payload_index:
-            session.execute(q["payload_index_create"])
-    return ["payload index " + ("built" if settings.payload_index else "dropped")]
+            session.execute(q[f"{name}_index_drop"])
+        if wanted:
+            session.execute(q[f"{name}_index_create"])
+    return [f"{name} index " + ("built" if wanted else "dropped")]
 
 
 def api_changes(session: Session, settings: Settings, api_sql: str, *, apply: bool,

@@ -1,0 +1,10 @@
+-- jobkit 0015: the dashboard's keyset index jobs_created_idx (0003) is opt-in (issue 23).
+--
+-- Every enqueue wrote an entry into it (+20% WAL per job, bench.index_cost), also in deployments
+-- that never open the dashboard's jobs page. `jobkit deploy` now builds it (CONCURRENTLY, after the
+-- migrations) only when jobkit.toml says `[dashboard] created_index = true`; without it the jobs
+-- page's newest-first view sorts the table. A deployment that sets it before upgrading sees the
+-- index dropped here and built again by the same deploy.
+
+-- jobkit:outside-transaction
+drop index concurrently if exists {{ s }}.jobs_created_idx;

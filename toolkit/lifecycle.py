@@ -45,11 +45,15 @@ class Statements:
         self.q = queries(schema)
 
     def enqueue(self, job: NewJob, trace_context: TraceContext | None = None) -> Statement[UUID]:
-        if trace_context is None and _plain(job):  # the fixed-shape, three-parameter form
-            return Statement(self.q["enqueue_plain"],
-                             {"type": job.type, "payload": json_param(job.payload), "priority": job.priority or 0},
-                             _first_uuid)
+        if trace_context is None and _plain(job):
+            return self.enqueue_plain(job)
         return Statement(self.q["enqueue"], enqueue_params(job, trace_context), _first_uuid)
+
+    def enqueue_plain(self, job: NewJob) -> Statement[UUID]:
+        """A job with only a type, a payload and a priority: the fixed-shape, three-parameter form."""
+        return Statement(self.q["enqueue_plain"],
+                         {"type": job.type, "payload": json_param(job.payload), "priority": job.priority or 0},
+                         _first_uuid)
 
     def enqueue_many(self, jobs: Sequence[NewJob],
                      trace_context: TraceContext | None = None) -> Statement[list[UUID]]:

@@ -72,7 +72,7 @@ begin
             for update skip locked
         ))
         returning j.id, j.type, j.attempts,
-                  j.round_start + coalesce(j.max_attempts, p_max_attempts, v_type_max, 3) as cap  -- attempt_limit, inlined,
+                  j.round_start + coalesce(j.max_attempts, p_max_attempts, v_type_max, 3) as cap,  -- attempt_limit, inlined
                   j.priority, j.payload, j.idempotency_key, j.scheduled_for, j.trace_context
     )
     select c.id, c.type, c.attempts, c.cap, c.priority, c.payload, c.idempotency_key, c.trace_context
@@ -241,7 +241,7 @@ begin
                 handler_max_attempts = p_max_attempts, updated_at = now()
             where j.id = any (v_ids) and j.status = 'pending' and j.scheduled_for <= now()
             returning j.id, j.type, j.attempts,
-                      j.round_start + coalesce(j.max_attempts, p_max_attempts, p_type_max, 3) as cap  -- attempt_limit, inlined,
+                      j.round_start + coalesce(j.max_attempts, p_max_attempts, p_type_max, 3) as cap,  -- attempt_limit, inlined
                       j.priority, j.payload, j.idempotency_key, j.trace_context
         )
         select c.id, c.type, c.attempts, c.cap, c.priority, c.payload, c.idempotency_key, c.trace_context

@@ -195,6 +195,7 @@ class Lifecycle:
     get = step(Statements.get)
     history = step(Statements.history)
     state = step(Statements.state)
+    wait_on = step(Statements.wait_on)
 
     def enqueue_many(self, jobs: Sequence[NewJob], trace_context: TraceContext | None = None) -> list[UUID]:
         return self.session.run(self.sql.enqueue_many(jobs, trace_context)) if jobs else []

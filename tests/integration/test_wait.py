@@ -14,7 +14,7 @@ import jobkit
 import psycopg
 import pytest
 from jobkit.connector import Database, Session
-from jobkit.exceptions import ConfigError, JobFailed, NotFound, WaitTimeout
+from jobkit.exceptions import ConfigError, DatabaseError, JobFailed, NotFound, WaitTimeout
 from jobkit.jobs import Failure, NewJob, Status
 from jobkit.lifecycle import Lifecycle
 from poll import wait_for
@@ -170,32 +170,85 @@ def _notes(listener: Session) -> list[str]:
     return got
 
 
+def _waiting(db_url: str) -> set[str]:
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        return {str(r[0]) for r in conn.execute("select job_id from jobkit.waiters")}
+
+
 def test_finishing_statements_notify_waiters_once_per_statement(db_url: str, manager: Lifecycle) -> None:
-    """What wait() LISTENs for: the ids of jobs that finished (completed, failed for good,
-    cancelled, swept out of attempts), one notification per 200 ids, nothing for retries."""
+    """What wait() LISTENs for: the ids of the jobs it registered (wait_on, 0014) that finished
+    (completed, failed for good, cancelled, swept out of attempts), one notification per 200 ids,
+    nothing for retries and nothing for jobs nobody waits on; a notified job's waiter row is gone."""
+    wait = timedelta(minutes=1)
     with Database(db_url).session() as listener:
         listener.listen(CHANNEL)
         ids = manager.enqueue_many([NewJob("n", {}, max_attempts=1) for _ in range(450)])
         claimed = manager.claim("n", 450, "w", timedelta(seconds=30))
-        assert not _notes(listener)  # enqueue and claim send nothing
-        assert manager.complete([(c.id, c.attempts, None) for c in claimed[:401]])
+        manager.wait_on([c.id for c in claimed[:401]] + [ids[449]], wait)
+        assert not _notes(listener)  # enqueue, claim and registering send nothing
+        assert manager.complete([(c.id, c.attempts, None) for c in claimed[:420]])  # 19 not waited on
         notes = _notes(listener)
         assert len(notes) == 3 and [len(n.split(",")) for n in notes] == [200, 200, 1]
         assert {i for n in notes for i in n.split(",")} == {str(c.id) for c in claimed[:401]}
+        assert _waiting(db_url) == {str(ids[449])}
 
         retry, final = manager.enqueue_many([NewJob("r", {}, max_attempts=2), NewJob("r", {}, max_attempts=1)])
+        manager.wait_on([retry, final], wait)
         attempts = {c.id: c.attempts for c in manager.claim("r", 2, "w", timedelta(seconds=30))}
         assert manager.fail([Failure(i, attempts[i], "boom") for i in (retry, final)]) == {
             retry: "pending", final: "failed"}
         assert _notes(listener) == [str(final)]  # the retry is not finished
+        assert str(retry) in _waiting(db_url)
 
         cancelled = ids[449]
         assert manager.cancel(cancelled)
         assert _notes(listener) == [str(cancelled)]
 
         stuck = manager.enqueue(NewJob("s", {}, max_attempts=1))
+        manager.wait_on([stuck], wait)
         manager.claim("s", 1, "w", timedelta(seconds=5))
         listener.execute("update jobkit.jobs set lease_expires_at = now() - interval '1 second' "
                          "where id = %(id)s", {"id": stuck})
         assert manager.sweep_stuck() == {stuck: "failed"}
         assert _notes(listener) == [str(stuck)]
+
+
+def test_no_notification_when_nobody_waits(db_url: str, manager: Lifecycle) -> None:
+    """The no-waiter case (the common one): finishing jobs sends no NOTIFY at all."""
+    with Database(db_url).session() as listener:
+        listener.listen(CHANNEL)
+        assert _waiting(db_url) == set()
+        manager.enqueue_many([NewJob("quiet", {}, max_attempts=1) for _ in range(3)])
+        claimed = manager.claim("quiet", 3, "w", timedelta(seconds=30))
+        assert manager.complete([(c.id, c.attempts, None) for c in claimed[:2]])
+        assert manager.fail([Failure(claimed[2].id, claimed[2].attempts, "boom")]) == {claimed[2].id: "failed"}
+        assert _notes(listener) == []
+
+
+def test_waiter_rows_expire_and_prune_deletes_them(db_url: str, manager: Lifecycle) -> None:
+    gave_up, waiting = manager.enqueue(NewJob("w", {})), manager.enqueue(NewJob("w", {}))
+    manager.wait_on([gave_up], timedelta(0))
+    manager.wait_on([waiting, waiting], timedelta(minutes=5))
+    manager.wait_on([waiting], timedelta(seconds=1))  # a shorter second wait keeps the longer one
+    manager.prune(timedelta(days=7))
+    assert _waiting(db_url) == {str(waiting)}
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        left = conn.execute("select expires_at - now() > interval '4 minutes' from jobkit.waiters").fetchone()
+    assert left == (True,)
+    with pytest.raises(DatabaseError, match="p_for must be a non-negative interval"):
+        manager.wait_on([waiting], timedelta(seconds=-1))
+
+
+def test_wait_registers_its_job_and_is_woken_by_the_completion(db_url: str, manager: Lifecycle) -> None:
+    """wait() on a URL registers the job after it LISTENs; the completion wakes it (long before
+    its 5 s poll) and deletes the registration."""
+    job_id = manager.enqueue(NewJob("woken", {}))
+    result: list[jobkit.JobResult] = []
+    waiter = threading.Thread(target=lambda: result.append(jobkit.wait(db_url, job_id, timeout=60)), daemon=True)
+    waiter.start()
+    wait_for(lambda: str(job_id) in _waiting(db_url), 20, "wait() registered its job")
+    [claimed] = manager.claim("woken", 1, "w", timedelta(seconds=30))
+    assert manager.complete([(claimed.id, claimed.attempts, '{"ok": 1}')])
+    waiter.join(20)
+    assert result and result[0].result == {"ok": 1}
+    assert _waiting(db_url) == set()

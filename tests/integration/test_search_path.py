@@ -484,7 +484,7 @@ def _registry() -> Registry:
 # ---- the code paths -------------------------------------------------------------------------------
 
 def _deploy(config: Path, db_url: str) -> None:
-    config.write_text(CONFIG.format(extra="\n[types.old]\nmax_attempts = 2\n\n[dashboard]\npayload_index = true\n"))
+    config.write_text(CONFIG.format(extra="\n[types.old]\nmax_attempts = 2\n\n[dashboard]\npayload_index = true\ncreated_index = true\n"))
     _cli(config, "deploy", "--db-url", db_url)
     config.write_text(CONFIG.format(extra=""))
     _cli(config, "deploy", "--db-url", db_url)  # drops type old, keeps the rest
@@ -599,6 +599,7 @@ def _manager(session: Session) -> None:
     assert manager.progress([(jobs[4].id, jobs[4].attempts, {"fraction": 0.5})]) == {jobs[4].id}
     assert manager.get(ids[0]) and manager.history(ids[1]) is not None
     assert manager.state(ids[4]) and jobkit.wait(session, ids[0], timeout=1).result == {"r": 1}
+    manager.wait_on([ids[4]], timedelta(minutes=1))
     # Fair claims (keys rendered from the payload), a key paused, debounce and throttle.
     manager.enqueue_many([NewJob("tenant", {"t": i % 3}) for i in range(9)])
     session.execute(f"select {ident(SCHEMA)}.pause_type('tenant', 't:2')")

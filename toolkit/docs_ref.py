@@ -94,6 +94,8 @@ KEYS: list[Key] = [
     Key("user_api", "burst", "5", "integer, 1 to 1,000,000", "a user's bucket size"),
     Key("dashboard", "payload_index", "false", "true or false",
         "a GIN index for the dashboard's payload search"),
+    Key("dashboard", "created_index", "false", "true or false",
+        "the jobs page's (created_at, id) keyset index (every insert pays for it)"),
     Key("triggers.NAME", "table", "required", '"schema.table" (or a table of public), an app table',
         "the table whose row changes make jobs"),
     Key("triggers.NAME", "on", "required", "a non-empty list of insert, update, delete",

@@ -119,15 +119,70 @@ def child(admin_url: str, sizes: dict[str, int]) -> dict[str, float]:
     return out
 
 
-def run_side(pkgs: Path | None, admin_url: str, sizes: dict[str, int]) -> dict[str, float]:
+STATS = """select calls, round((total_exec_time / calls * 1000)::numeric, 1) as us,
+       round(((shared_blks_hit + shared_blks_read)::numeric / calls), 1) as blocks,
+       round((wal_bytes / calls)::numeric) as wal, toplevel,
+       regexp_replace(left(query, 110), '\\s+', ' ', 'g') as query
+from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
+  and total_exec_time > 0 order by total_exec_time desc limit 14"""
+
+
+def profile_child(admin_url: str, sizes: dict[str, int]) -> dict[str, list[list[object]]]:
+    """pg_stat_statements (track = all: statements inside functions too) per phase: single
+    enqueues, bulk enqueues, a drain. Per statement: calls, mean us, blocks and WAL bytes a call."""
+    import asyncio
+
+    import jobkit
+    import psycopg
+    from psycopg import sql
+
+    from . import jk
+    from .cluster import install_jobkit
+    from .common import JOB_TYPE, DrainConfig, execute
+    from .verify import Tally
+
+    name = f"p23_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    url = admin_url.rsplit("/", 1)[0] + "/" + name
+    out: dict[str, list[list[object]]] = {}
+
+    def take(phase: str) -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            out[phase] = [list(r) for r in conn.execute(STATS).fetchall()]  # type: ignore[arg-type]
+            conn.execute("select pg_stat_statements_reset()")
+
+    try:
+        install_jobkit(url)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("create extension if not exists pg_stat_statements")
+            conn.execute(sql.SQL("alter database {} set pg_stat_statements.track = 'all'").format(
+                sql.Identifier(name)))
+        execute(url, "select pg_stat_statements_reset()")
+        with psycopg.connect(url, autocommit=True) as conn:
+            for i in range(sizes["single"]):
+                jobkit.enqueue(conn, JOB_TYPE, {"i": i})
+        take("single enqueue")
+        execute(url, "delete from jobkit.jobs", "vacuum analyze jobkit.jobs", "select pg_stat_statements_reset()")
+        jk.enqueue_bulk(url, sizes["bulk"])
+        take("bulk enqueue")
+        execute(url, "vacuum analyze jobkit.jobs", "select pg_stat_statements_reset()")
+        asyncio.run(jk.drain_async(url, DrainConfig(16, 100, 25), Tally()))
+        take("drain (claim + complete)")
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(name)))
+    return out
+
+
+def run_side(pkgs: Path | None, admin_url: str, sizes: dict[str, int], mode: str = "--child") -> Any:
     path = [str(pkgs)] if pkgs else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "bench.perf23", "--child", admin_url, json.dumps(sizes)],
+    done = subprocess.run([sys.executable, "-m", "bench.perf23", mode, admin_url, json.dumps(sizes)],
                           cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"child failed:\n{done.stderr[-3000:]}")
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def table(ref: str, results: dict[str, list[dict[str, float]]]) -> str:
@@ -147,12 +202,18 @@ def table(ref: str, results: dict[str, list[dict[str, float]]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.perf23", description=__doc__)
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--profile-child", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--profile", action="store_true",
+                    help="instead: pg_stat_statements per phase for each side (one run each, track = all)")
     ap.add_argument("--ref", default="main", help="the commit to compare with (default: main)")
     ap.add_argument("--rounds", type=int, default=2, help="A,B then B,A pairs (default 2)")
     ap.add_argument("--quick", action="store_true", help="smaller N")
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child[0], json.loads(args.child[1]))))
+        return 0
+    if args.profile_child:
+        print(json.dumps(profile_child(args.profile_child[0], json.loads(args.profile_child[1])), default=str))
         return 0
     from .cluster import BenchCluster
 
@@ -162,6 +223,17 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict[str, float]]] = {"ref": [], "work": []}
     try:
         commit = export(args.ref, tmp)
+        if args.profile:
+            extra = {"shared_preload_libraries": "pg_cron,pg_stat_statements"}
+            with BenchCluster(extra=extra) as cluster:
+                for side, pkgs in (("ref " + commit, tmp / "pkgs"), ("working tree", None)):
+                    print(f"\n## {side}")
+                    for phase, rows in run_side(pkgs, cluster.url(), sizes, "--profile-child").items():
+                        print(f"\n{phase}\n| calls | mean us | blocks/call | WAL B/call | top | statement |")
+                        print("|---:|---:|---:|---:|---|---|")
+                        for r in rows:
+                            print("| " + " | ".join(str(x).replace("|", "/") for x in r) + " |")
+            return 0
         with BenchCluster() as cluster:
             for r in range(args.rounds):
                 order = [("ref", tmp / "pkgs"), ("work", None)]

@@ -1,4 +1,4 @@
-"""`python -m bench.claim_scale [--small 10000] [--large 1000000] [--rounds 4] [--claims 40]`: claim
+"""`python -m bench.claim_scale [--small 10000] [--large 1000000] [--rounds 8] [--claims 20]`: claim
 cost with a large pending backlog against a small one (issue 23, target <= 1.3x).
 
 Two databases on one cluster (fsync on), filled with ``--small`` and ``--large`` due jobs (one
@@ -29,6 +29,8 @@ INNER = """explain (analyze, buffers, costs off, timing off, summary off)
 select c.id from jobkit.jobs c
 where c.type = %(type)s and c.status = 'pending' and c.scheduled_for <= now()
 order by c.priority desc, c.scheduled_for limit 50 for update skip locked"""
+CALL = """explain (analyze, buffers, costs off, timing off, summary off)
+select * from jobkit.claim_jobs(%(type)s, 50, 'bench', interval '5 minutes')"""
 SIZES = """select c.relname, pg_relation_size(c.oid) / 8192 as pages
 from pg_class c join pg_namespace n on n.oid = c.relnamespace
 where n.nspname = 'jobkit' and c.relname in ('jobs', 'jobs_pkey', 'jobs_claim_idx') order by 1"""
@@ -53,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.claim_scale", description=__doc__)
     ap.add_argument("--small", type=int, default=10_000)
     ap.add_argument("--large", type=int, default=1_000_000)
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--claims", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--claims", type=int, default=20)
     args = ap.parse_args(argv)
     if args.rounds * (args.claims + 3) * 50 > args.small:
         raise SystemExit("--small must exceed rounds * (claims + 3) * 50 jobs: the claims would run it dry")
@@ -75,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n{name} ({n:,} pending): EXPLAIN of the claim's inner select")
                 for row in conns[name].execute(INNER, {"type": JOB_TYPE}).fetchall():
                     print("  " + row["QUERY PLAN"])
-                conns[name].rollback()
+                for _ in range(3):
+                    plan = [r["QUERY PLAN"] for r in conns[name].execute(CALL, {"type": JOB_TYPE}).fetchall()]
+                    print("  claim_jobs(50) as a whole: " + "; ".join(p.strip() for p in plan if "Buffers" in p))
                 for row in conns[name].execute(SIZES).fetchall():
                     print(f"  {row['relname']}: {row['pages']:,} pages")
         finally:

@@ -442,8 +442,6 @@ class Drainer:
             except BaseException as exc:  # noqa: BLE001 - a bug of jobkit's: the job still reaches a state
                 log.exception("running job %s failed inside jobkit", running.job.id)
                 ended = Raised(exc)
-            if running.reported is not None and running.reported.pending:
-                await self._tending.write_progress([running], loop.time())  # its last report
             self.window.observe(loop.time() - started)
             self.observer.ran(running.job.type, loop.time() - started)
             while running.interrupt is not None and me is not None and me.cancelling():
@@ -454,6 +452,9 @@ class Drainer:
                 continue
             if running.trace is not None and isinstance(verdict, Raised) and verdict.snooze is None:
                 running.trace.ran(verdict.error)
+            if isinstance(verdict, Raised) and verdict.snooze is not None and running.reported is not None \
+                    and running.reported.pending:  # a snooze: its last report now (completions and
+                await self._tending.write_progress([running], loop.time())  # failures: with their batch)
             self._recorder.record(running, verdict)
 
     async def _execute(self, running: Running, handler: Handler | None) -> Ended:

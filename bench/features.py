@@ -161,6 +161,11 @@ def child(variant: str, admin_url: str, sizes: dict[str, int]) -> dict[str, floa
     return out
 
 
+def commit() -> str:
+    head = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h"], capture_output=True, text=True)
+    return f"commit {head.stdout.strip() or 'unknown'}"
+
+
 def run_variant(variant: str, admin_url: str, sizes: dict[str, int]) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-m", "bench.features", "--child", variant, admin_url,
@@ -222,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         cmd = "python -m bench.features " + " ".join(a for a in (argv or sys.argv[1:]))
         body = (f"{START}\n### Issue 23: what each feature costs\n\n`{cmd.strip()}` (PostgreSQL {version}, fsync on, "
-                f"{machine()['cpu']}; jobkit {machine()['jobkit']}): medians over {args.rounds} rounds "
+                f"{machine()['cpu']}; {commit()}): medians over {args.rounds} rounds "
                 f"(min-max in brackets), variants interleaved on one cluster; {sizes['single']:,} single "
                 f"enqueues, {sizes['bulk']:,} jobs bulk-enqueued and drained per variant and round. "
                 f"What each variant does: `bench/features.py`.\n\n{text}\n{END}")

@@ -424,6 +424,24 @@ def test_payload_index_follows_the_config(db_url: str) -> None:
     assert "payload index dropped" in report.settings_changed and index(db_url) is None
 
 
+def test_created_index_is_opt_in_and_follows_the_config(db_url: str) -> None:
+    """Issue 23: the jobs page's keyset index cost every insert; deploy builds it only when asked."""
+    def index(url: str) -> Any:
+        with Database(url).session() as s:
+            return s.scalar("select indisvalid from pg_index where indexrelid = "
+                            "to_regclass('jobkit.jobs_created_idx')")
+
+    quiet = {"echo": lambda _m: None}
+    assert index(db_url) is None  # migration 0015 dropped it; not built by default
+    on = Settings(db_url=db_url, created_index=True)
+    report = deploy(Database(db_url), on, DeployOptions(schedules=False), **quiet)
+    assert "created index built" in report.settings_changed and index(db_url) is True
+    assert "created index built" not in deploy(Database(db_url), on, DeployOptions(schedules=False),
+                                               **quiet).settings_changed
+    report = deploy(Database(db_url), Settings(db_url=db_url), DeployOptions(schedules=False), **quiet)
+    assert "created index dropped" in report.settings_changed and index(db_url) is None
+
+
 def test_jobs_page_says_when_payload_search_is_unindexed(open_client: TestClient, seeded: str) -> None:
     page = open_client.get("/jobs", params={"payload": '{"user_id": 1}'}, headers=HTML).text
     assert 'id="unindexed"' in page

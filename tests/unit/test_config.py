@@ -195,3 +195,14 @@ def test_run_at_ends_before_the_last_day_of_9999() -> None:
                  datetime(9999, 12, 31), datetime.max):
         with pytest.raises(ConfigError, match="too far ahead"):
             new_job("t", {}, run_at=late)
+
+
+def test_dashboard_indexes_are_off_unless_asked_for() -> None:
+    """[dashboard] payload_index and created_index (issue 23): both opt-in, booleans only."""
+    plain = parse_settings({})
+    assert (plain.payload_index, plain.created_index) == (False, False)
+    both = parse_settings({"dashboard": {"payload_index": True, "created_index": True}})
+    assert (both.payload_index, both.created_index) == (True, True)
+    with pytest.raises(ConfigError, match=r"\[dashboard\] created_index must be true or false") as info:
+        parse_settings({"dashboard": {"created_index": "yes"}})
+    assert "created_index = true builds" in (info.value.hint or "")

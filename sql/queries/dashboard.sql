@@ -1,6 +1,6 @@
 -- The dashboard's pages (`jobkit dashboard`). Each query reads through an index that keeps it fast
 -- at millions of jobs (docs/BENCHMARKS.md, "Dashboard queries at 1M jobs", has their timings and
--- plans): the partial indexes of the job states, jobs_created_idx for the jobs page, the GIN
+-- plans): the partial indexes of the job states, jobs_created_page_idx for the jobs page (only with [dashboard] created_index = true), the GIN
 -- index for payload search and the time indexes for the charts. Filters are bound parameters; a
 -- null parameter means "no filter" (the dashboard's connections never prepare statements, so each
 -- query is planned with its values and drops the unused conditions).

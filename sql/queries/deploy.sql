@@ -111,17 +111,18 @@ drop index concurrently if exists {{ s }}.jobs_payload_idx
 
 -- name: created_index_state
 -- The optional keyset index of the dashboard's jobs page ([dashboard] created_index, issue 23):
--- present, and valid.
+-- present, and valid. Not named jobs_created_idx: migration 0015 drops that one (0003's, built for
+-- everyone), and deploy runs the head migration's outside-transaction steps again on every deploy.
 select i.indisvalid as valid
 from pg_catalog.pg_index i
 where i.indexrelid operator(pg_catalog.=)
-      pg_catalog.to_regclass({{ (s ~ ".jobs_created_idx") | literal }})::pg_catalog.oid
+      pg_catalog.to_regclass({{ (s ~ ".jobs_created_page_idx") | literal }})::pg_catalog.oid
 
 -- name: created_index_create
-create index concurrently if not exists jobs_created_idx on {{ s }}.jobs (created_at, id)
+create index concurrently if not exists jobs_created_page_idx on {{ s }}.jobs (created_at, id)
 
 -- name: created_index_drop
-drop index concurrently if exists {{ s }}.jobs_created_idx
+drop index concurrently if exists {{ s }}.jobs_created_page_idx
 
 -- name: unvalidated_constraints
 -- Constraints of jobkit's tables added NOT VALID and not validated yet: migrations add them so

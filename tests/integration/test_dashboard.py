@@ -429,10 +429,10 @@ def test_created_index_is_opt_in_and_follows_the_config(db_url: str) -> None:
     def index(url: str) -> Any:
         with Database(url).session() as s:
             return s.scalar("select indisvalid from pg_index where indexrelid = "
-                            "to_regclass('jobkit.jobs_created_idx')")
+                            "to_regclass('jobkit.jobs_created_page_idx')")
 
     quiet = {"echo": lambda _m: None}
-    assert index(db_url) is None  # migration 0015 dropped it; not built by default
+    assert index(db_url) is None  # not built by default
     on = Settings(db_url=db_url, created_index=True)
     report = deploy(Database(db_url), on, DeployOptions(schedules=False), **quiet)
     assert "created index built" in report.settings_changed and index(db_url) is True
@@ -440,6 +440,8 @@ def test_created_index_is_opt_in_and_follows_the_config(db_url: str) -> None:
                                                **quiet).settings_changed
     report = deploy(Database(db_url), Settings(db_url=db_url), DeployOptions(schedules=False), **quiet)
     assert "created index dropped" in report.settings_changed and index(db_url) is None
+    with Database(db_url).session() as s:  # 0003's index is gone for good
+        assert s.scalar("select to_regclass('jobkit.jobs_created_idx')") is None
 
 
 def test_jobs_page_says_when_payload_search_is_unindexed(open_client: TestClient, seeded: str) -> None:

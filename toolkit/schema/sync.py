@@ -136,8 +136,8 @@ def payload_index(session: Session, settings: Settings, *, apply: bool) -> list[
 
 
 def created_index(session: Session, settings: Settings, *, apply: bool) -> list[str]:
-    """Build or drop the jobs page's keyset index jobs_created_idx to match ``[dashboard]
-    created_index`` (issue 23: every insert paid for it), as payload_index does."""
+    """Build or drop the jobs page's keyset index (jobs_created_page_idx) to match ``[dashboard]
+    created_index`` (issue 23: every insert paid for 0003's jobs_created_idx), as payload_index does."""
     return _optional_index(session, settings, "created", settings.created_index, apply=apply)
 
 

@@ -79,14 +79,16 @@ def main(argv: list[str] | None = None) -> int:
                     print("  " + row["QUERY PLAN"])
                 for _ in range(3):
                     plan = [r["QUERY PLAN"] for r in conns[name].execute(CALL, {"type": JOB_TYPE}).fetchall()]
-                    print("  claim_jobs(50) as a whole: " + "; ".join(p.strip() for p in plan if "Buffers" in p))
+                    buffers = "; ".join(p.strip() for p in plan if "Buffers" in p)
+                    print("  claim_jobs(50) as a whole: " + buffers)
                 for row in conns[name].execute(SIZES).fetchall():
                     print(f"  {row['relname']}: {row['pages']:,} pages")
         finally:
             for c in conns.values():
                 c.close()
     small_ms, large_ms = statistics.median(times["small"]), statistics.median(times["large"])
-    print(f"\nclaim 50, median ms: {args.small:,} pending {small_ms:.3f}, {args.large:,} pending {large_ms:.3f}, "
+    print(f"\nclaim 50, median ms: {args.small:,} pending {small_ms:.3f}, "
+          f"{args.large:,} pending {large_ms:.3f}, "
           f"ratio {large_ms / small_ms:.2f}x")
     return 0
 

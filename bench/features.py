@@ -108,7 +108,8 @@ def child(variant: str, admin_url: str, sizes: dict[str, int]) -> dict[str, floa
         return {"i": i, "tenant": i % 50}
 
     try:
-        deploy(Database(url), settings_for(variant, url), DeployOptions(schedules=False), echo=lambda _m: None)
+        deploy(Database(url), settings_for(variant, url), DeployOptions(schedules=False),
+               echo=lambda _m: None)
         with psycopg.connect(url, autocommit=True) as conn:
             jobkit.enqueue(conn, JOB, payload(-1))
             start = time.perf_counter()
@@ -162,7 +163,8 @@ def child(variant: str, admin_url: str, sizes: dict[str, int]) -> dict[str, floa
 
 
 def commit() -> str:
-    head = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h"], capture_output=True, text=True)
+    head = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h"],
+                          capture_output=True, text=True)
     return f"commit {head.stdout.strip() or 'unknown'}"
 
 
@@ -212,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     from .report import write_section
 
     sizes = {"single": 300, "bulk": 5_000} if args.quick else {"single": 1_000, "bulk": 20_000}
-    variants = list(VARIANTS) if not args.only else ["none", *[v for v in args.only.split(",") if v != "none"]]
+    chosen = [v for v in (args.only or "").split(",") if v and v != "none"]
+    variants = ["none", *chosen] if chosen else list(VARIANTS)
     results: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
     with BenchCluster() as cluster:
         version = cluster.server_version()
@@ -226,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if not args.no_write:
         cmd = "python -m bench.features " + " ".join(a for a in (argv or sys.argv[1:]))
-        body = (f"{START}\n### Issue 23: what each feature costs\n\n`{cmd.strip()}` (PostgreSQL {version}, fsync on, "
+        body = (f"{START}\n### Issue 23: what each feature costs\n\n"
+                f"`{cmd.strip()}` (PostgreSQL {version}, fsync on, "
                 f"{machine()['cpu']}; {commit()}): medians over {args.rounds} rounds "
                 f"(min-max in brackets), variants interleaved on one cluster; {sizes['single']:,} single "
                 f"enqueues, {sizes['bulk']:,} jobs bulk-enqueued and drained per variant and round. "

@@ -51,7 +51,6 @@ def export(rev: str, into: Path) -> str:
 def child(admin_url: str, sizes: dict[str, int]) -> dict[str, float]:
     """One side's measurements (runs in the child, with that side's jobkit imported)."""
     import asyncio
-
     import time
 
     import jobkit
@@ -75,7 +74,8 @@ def child(admin_url: str, sizes: dict[str, int]) -> dict[str, float]:
 
     def drop(url: str) -> None:
         with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(url.rsplit("/", 1)[1])))
+            name = url.rsplit("/", 1)[1]
+            conn.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(name)))
 
     def lsn(url: str) -> int:
         return int(scalar(url, "select pg_current_wal_lsn() - '0/0'::pg_lsn"))
@@ -163,7 +163,8 @@ def profile_child(admin_url: str, sizes: dict[str, int]) -> dict[str, list[list[
             for i in range(sizes["single"]):
                 jobkit.enqueue(conn, JOB_TYPE, {"i": i})
         take("single enqueue")
-        execute(url, "delete from jobkit.jobs", "vacuum analyze jobkit.jobs", "select pg_stat_statements_reset()")
+        execute(url, "delete from jobkit.jobs", "vacuum analyze jobkit.jobs",
+                "select pg_stat_statements_reset()")
         jk.enqueue_bulk(url, sizes["bulk"])
         take("bulk enqueue")
         execute(url, "vacuum analyze jobkit.jobs", "select pg_stat_statements_reset()")
@@ -192,7 +193,9 @@ def table(ref: str, results: dict[str, list[dict[str, float]]]) -> str:
         old = [r[m] for r in results["ref"]]
         new = [r[m] for r in results["work"]]
         unit = " B/job" if m.startswith("wal") else " jobs/s"
-        fmt = (lambda v: f"{v:,.0f}")
+
+        def fmt(v: float) -> str:
+            return f"{v:,.0f}"
         lines.append(f"| {m}{unit} | {fmt(statistics.median(old))} ({fmt(min(old))}-{fmt(max(old))}) | "
                      f"{fmt(statistics.median(new))} ({fmt(min(new))}-{fmt(max(new))}) | "
                      f"{statistics.median(new) / statistics.median(old):.2f} |")
@@ -213,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child(args.child[0], json.loads(args.child[1]))))
         return 0
     if args.profile_child:
-        print(json.dumps(profile_child(args.profile_child[0], json.loads(args.profile_child[1])), default=str))
+        stats = profile_child(args.profile_child[0], json.loads(args.profile_child[1]))
+        print(json.dumps(stats, default=str))
         return 0
     from .cluster import BenchCluster
 

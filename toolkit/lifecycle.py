@@ -52,7 +52,8 @@ class Statements:
     def enqueue_plain(self, job: NewJob) -> Statement[UUID]:
         """A job with only a type, a payload and a priority: the fixed-shape, three-parameter form."""
         return Statement(self.q["enqueue_plain"],
-                         {"type": job.type, "payload": json_param(job.payload), "priority": job.priority or 0},
+                         {"type": job.type, "payload": json_param(job.payload),
+                          "priority": job.priority or 0},
                          _first_uuid)
 
     def enqueue_many(self, jobs: Sequence[NewJob],
@@ -208,7 +209,8 @@ class Lifecycle:
 
 def _plain(job: NewJob) -> bool:
     """Nothing but a type, a payload and a priority: enqueue_plain's shape."""
-    return (job.run_at is None and job.delay is None and job.max_attempts is None and job.idempotency_key is None
+    return (job.run_at is None and job.delay is None and job.max_attempts is None
+            and job.idempotency_key is None
             and job.concurrency_key is None and job.debounce is None and job.throttle is None)
 
 

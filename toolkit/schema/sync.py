@@ -141,7 +141,8 @@ def created_index(session: Session, settings: Settings, *, apply: bool) -> list[
     return _optional_index(session, settings, "created", settings.created_index, apply=apply)
 
 
-def _optional_index(session: Session, settings: Settings, name: str, wanted: bool, *, apply: bool) -> list[str]:
+def _optional_index(session: Session, settings: Settings, name: str, wanted: bool, *,
+                    apply: bool) -> list[str]:
     q = queries(settings.schema)
     row = session.one(q[f"{name}_index_state"])
     present, valid = row is not None, bool(row and row["valid"])

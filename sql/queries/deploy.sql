@@ -111,7 +111,7 @@ drop index concurrently if exists {{ s }}.jobs_payload_idx
 
 -- name: created_index_state
 -- The optional keyset index of the dashboard's jobs page ([dashboard] created_index, issue 23):
--- present, and valid. Not named jobs_created_idx: migration 0016 drops that one (0003's, built for
+-- present, and valid. Not named jobs_created_idx: migration 0017 drops that one (0003's, built for
 -- everyone), and deploy runs the head migration's outside-transaction steps again on every deploy.
 select i.indisvalid as valid
 from pg_catalog.pg_index i

@@ -105,7 +105,7 @@ create unique index jobs_idempotency_idx on {{ s }}.jobs (type, idempotency_key)
 create index jobs_dead_idx on {{ s }}.jobs (type) where status = 'dead';
 -- The dashboard's jobs page lists newest first with keyset pagination on (created_at, id) and
 -- filters by a time range on created_at. Its index (0003's jobs_created_idx) cost every insert (+20%
--- WAL a job), so it exists only when jobkit.toml asks for it ([dashboard] created_index = true, 0016):
+-- WAL a job), so it exists only when jobkit.toml asks for it ([dashboard] created_index = true, 0017):
 -- deploy builds it CONCURRENTLY as jobs_created_page_idx, as the payload index below.
 -- Payload search (the dashboard's payload @> filter) has a GIN index only when jobkit.toml asks for
 -- it ([dashboard] payload_index = true): deploy builds it CONCURRENTLY outside this schema, since

@@ -1,4 +1,4 @@
--- jobkit 0016: the dashboard's keyset index jobs_created_idx (0003) is opt-in (issue 23).
+-- jobkit 0017: the dashboard's keyset index jobs_created_idx (0003) is opt-in (issue 23).
 --
 -- Every enqueue wrote an entry into it (+20% WAL per job, bench.index_cost), also in deployments
 -- that never open the dashboard's jobs page. `jobkit deploy` now builds it (CONCURRENTLY, after the

@@ -1,5 +1,5 @@
 """docs/SQL_API.md is what the catalog of a freshly deployed database says, described by the comments
-in sql/schema.sql: regenerate it with `python -m jobkit.schema.reference URL > docs/SQL_API.md`."""
+in sql/schema/ and sql/functions/: regenerate it with `python -m jobkit.schema.reference URL > docs/SQL_API.md`."""
 
 from __future__ import annotations
 

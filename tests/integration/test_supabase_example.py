@@ -146,10 +146,12 @@ def test_pgtap_suite_passes_on_the_applied_migration(fresh_db: str) -> None:
     _prove(env)
 
 
-def test_a_project_from_before_the_recut_gets_only_a_functions_file(tmp_path: Path, fresh_db: str) -> None:
+def test_a_project_from_before_the_recut_gets_the_later_migrations_and_a_functions_file(
+        tmp_path: Path, fresh_db: str) -> None:
     """A project whose jobkit migration was rendered before issue 22 (its 0001..0013 carried the
-    functions): rendering into it writes the sql/functions/ file alone, and that file replaces the
-    functions its database has (a changed signature included) with the pgTAP suite passing."""
+    functions): rendering into it writes only the migrations after 0013 (none of 0001..0013 again)
+    and the sql/functions/ file, which replaces the functions its database has (a changed signature
+    included) with the pgTAP suite passing."""
     project = tmp_path / "supabase"
     (project / "migrations").mkdir(parents=True)
     files = sorted(PRERECUT.glob("*.sql"))
@@ -163,7 +165,11 @@ def test_a_project_from_before_the_recut_gets_only_a_functions_file(tmp_path: Pa
     result = _render(project)
     assert result.returncode == 0, result.stderr
     written = sorted(p.name for p in (project / "migrations").glob("*.sql"))
-    assert [bool(FUNCTIONS_FILE.match(n)) for n in written] == [False, True, False], written
+    later = [m for m in MIGRATIONS if m[:4] > "0013"]
+    assert [bool(FUNCTIONS_FILE.match(n)) for n in written] == [False] + [False] * bool(later) + [True, False], written
+    if later:  # the one new file holds exactly the migrations after the recut ones
+        new = (project / "migrations" / written[1]).read_text(encoding="utf-8")
+        assert re.findall(r"^-- jobkit-migration: (\d{4}) ", new, re.MULTILINE) == [m[:4] for m in later]
     env = _pg_env(fresh_db)
     for name in written:
         applied = _psql(env, "--single-transaction", "-f", str(project / "migrations" / name))

@@ -168,6 +168,8 @@ def render_script(
         + render_fresh_unit(settings, m)
         for m in chosen
     )
+    if chosen and chosen[0].version == "0001":  # a fresh install: every constraint valid at the end
+        body += "\n" + environment().get_template("validate_fresh.sql").render(_context(settings))
     if chosen and functions:
         body += f"\n-- ---- sql/functions/ (re-applied by every deploy) ----\n{render_functions(settings)}"
     api = render_api(settings)

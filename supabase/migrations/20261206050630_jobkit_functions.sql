@@ -1,4 +1,4 @@
--- jobkit-functions: 10a3ed58b2d348efac1698cf13202d5bedea7a70e7aac720165eb217d2f82d87
+-- jobkit-functions: bfb47cf8950aa6318e1f26cdaab38e44c2b811b4f64546808d717e8af4ae6e7c
 -- sql/functions/ as one Supabase CLI migration (`jobkit render --supabase`). `jobkit deploy` applies
 -- those files statement by statement; a migration file is a plain script, so this one replaces what
 -- a database already has wholesale: the EXECUTE grants other roles hold are kept, every function
@@ -171,7 +171,14 @@ begin
     if p_payload is null then
         raise exception 'jobkit.enqueue: p_payload must not be null (use ''{}''::jsonb)' using errcode = '22023';
     end if;
-    v_key := "jobkit"._job_key(p_type, p_payload, p_concurrency_key);
+    -- _job_key inlined (issue 23): a type without a key template or fairness costs one probe of
+    -- job_types and no function call. key_template implies fair (job_types_limits_need_fair).
+    v_key := p_concurrency_key;
+    if v_key is null then
+        select case when t.key_template is not null then "jobkit"._render_key(t.key_template, p_payload)
+                    else '' end
+        into v_key from "jobkit".job_types t where t.type = p_type and t.fair;
+    end if;
     if p_debounce is not null or p_throttle is not null then
         return "jobkit"._enqueue_windowed(p_type, p_payload, p_priority, p_run_at, p_max_attempts,
                                         p_idempotency_key, v_key, p_debounce, p_throttle,
@@ -473,7 +480,7 @@ begin
             for update skip locked
         ))
         returning j.id, j.type, j.attempts,
-                  j.round_start + "jobkit".attempt_limit(j.max_attempts, p_max_attempts, v_type_max) as cap,
+                  j.round_start + coalesce(j.max_attempts, p_max_attempts, v_type_max, 3) as cap,  -- attempt_limit, inlined
                   j.priority, j.payload, j.idempotency_key, j.scheduled_for, j.trace_context
     )
     select c.id, c.type, c.attempts, c.cap, c.priority, c.payload, c.idempotency_key, c.trace_context
@@ -642,7 +649,7 @@ begin
                 handler_max_attempts = p_max_attempts, updated_at = now()
             where j.id = any (v_ids) and j.status = 'pending' and j.scheduled_for <= now()
             returning j.id, j.type, j.attempts,
-                      j.round_start + "jobkit".attempt_limit(j.max_attempts, p_max_attempts, p_type_max) as cap,
+                      j.round_start + coalesce(j.max_attempts, p_max_attempts, p_type_max, 3) as cap,  -- attempt_limit, inlined
                       j.priority, j.payload, j.idempotency_key, j.trace_context
         )
         select c.id, c.type, c.attempts, c.cap, c.priority, c.payload, c.idempotency_key, c.trace_context
@@ -876,12 +883,156 @@ begin
 end
 $$;
 
--- Tell waiters (jobkit.wait) that these jobs finished: one notification per 200 ids.
+-- Tell waiters (jobkit.wait) that these jobs finished: one notification per 200 ids, only for the
+-- ids someone registered with wait_on (0014), whose rows it deletes. Nobody waiting (no row at all):
+-- one probe of an empty table, and no NOTIFY, whose commit-time lock serialises every committer.
 create or replace function "jobkit"._notify_done(p_ids uuid[]) returns void
-language sql volatile set search_path = '' as $$
-    select pg_catalog.pg_notify('jobkit_done',
-                                pg_catalog.array_to_string(p_ids[i:i + 199], ','))
-    from pg_catalog.generate_series(1, coalesce(pg_catalog.cardinality(p_ids), 0), 200) as i
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_waited uuid[];
+begin
+    if not exists (select from "jobkit".waiters) then
+        return;
+    end if;
+    with gone as (
+        delete from "jobkit".waiters w where w.job_id operator(pg_catalog.=) any (p_ids) returning w.job_id
+    )
+    select pg_catalog.array_agg(g.job_id) into v_waited from gone g;
+    perform pg_catalog.pg_notify('jobkit_done',
+                                 pg_catalog.array_to_string(v_waited[i:i + 199], ','))
+    from pg_catalog.generate_series(1, coalesce(pg_catalog.cardinality(v_waited), 0), 200) as i;
+end
+$$;
+
+-- Register waiters (jobkit.wait, after it LISTENs on <schema>_done): the finishing statement of
+-- each of these jobs sends the completion NOTIFY. p_for: how long the waiter waits at most; the row
+-- then expires (prune deletes it). A job already finished is notified by no one: the waiter reads
+-- its state after registering.
+create or replace function "jobkit".wait_on(p_ids uuid[], p_for interval) returns void
+language plpgsql volatile set search_path = '' as $$
+begin
+    if p_for is null or p_for operator(pg_catalog.<) interval '0' then
+        raise exception 'jobkit.wait_on: p_for must be a non-negative interval (how long you wait)'
+            using errcode = '22023';
+    end if;
+    insert into "jobkit".waiters as w (job_id, expires_at)
+    select distinct u.id, pg_catalog.now() operator(pg_catalog.+) p_for
+    from pg_catalog.unnest(p_ids) as u(id) where u.id is not null
+    on conflict (job_id) do update set expires_at = greatest(w.expires_at, excluded.expires_at);
+end
+$$;
+
+-- The public API: durable steps (ctx.step, issue 25)
+-- sql/functions/45_steps.sql: jobs' completed steps read back on a retry, and steps' records written fenced by their attempts.
+-- Applied in file-name order (after 40_finish.sql, before 50_operate.sql); sql/functions/README.md says how deploy applies these files.
+
+-- The completed steps of these jobs: what a retry (or, later, a replay after a wait) returns
+-- instead of running them again. Failed steps are not returned: they run again. The worker reads
+-- the first steps of many jobs in one statement (group commit).
+create or replace function "jobkit".load_steps(p_ids uuid[])
+returns table (job_id uuid, name text, occurrence int, result jsonb)
+language sql stable set search_path = '' as $$
+    select t.job_id, t.name, t.occurrence, t.result
+    from "jobkit".job_steps t
+    where t.job_id = any (p_ids) and t.status = 'completed'
+$$;
+
+-- Record steps of running attempts, many in one statement (the worker's group commit): each is
+-- completed (its error null; p_results is a JSON array parallel to p_ids, null for all-null) or
+-- failed (its error kept for debugging; it runs again on the next attempt). Fenced: a record is
+-- written only while its attempt holds its job (processing, attempts unchanged) as of the
+-- statement's snapshot; returns the (job id, attempt) pairs that held their job. A completed row
+-- is never overwritten.
+-- p_hold (transactional steps): the held jobs' rows are also locked FOR SHARE until the caller's
+-- transaction ends, so a sweep or a cancel that moves a job on waits for that transaction, or
+-- was seen by it: the step's work commits only while its attempt holds the job. Plain steps do
+-- not lock (it costs each step a tuple lock on its job's row): a sweep that commits while their
+-- statement runs can let a stale attempt's record of a step that did run and return land; it is
+-- kept like any completed step (the next attempt returns it instead of running the step again),
+-- and that attempt's own completion is still fenced out.
+create or replace function "jobkit".save_steps(
+    p_ids uuid[], p_attempts int[], p_names text[], p_occurrences int[], p_results jsonb,
+    p_errors text[], p_tries int[], p_started_at timestamptz[], p_hold boolean default false
+) returns table (id uuid, attempt int)
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_n int := coalesce(pg_catalog.cardinality(p_ids), 0);
+    v_held uuid[];
+    v_attempts int[];
+begin
+    if pg_catalog.cardinality(p_attempts) is distinct from v_n
+       or pg_catalog.cardinality(p_names) is distinct from v_n
+       or pg_catalog.cardinality(p_occurrences) is distinct from v_n
+       or (p_results is not null and (pg_catalog.jsonb_typeof(p_results) <> 'array'
+                                      or pg_catalog.jsonb_array_length(p_results) <> v_n))
+       or (p_errors is not null and pg_catalog.cardinality(p_errors) <> v_n)
+       or (p_tries is not null and pg_catalog.cardinality(p_tries) <> v_n)
+       or (p_started_at is not null and pg_catalog.cardinality(p_started_at) <> v_n) then
+        raise exception 'jobkit.save_steps: every array must be as long as p_ids'
+            using errcode = '22023', hint = 'pass one element per step record';
+    end if;
+    if exists (select 1 from unnest(p_names, p_occurrences) as u(name, occurrence)
+               where u.name is null or pg_catalog.char_length(u.name) not between 1 and 200
+                  or u.occurrence is null or u.occurrence < 1) then
+        raise exception 'jobkit.save_steps: a step needs a name of 1 to 200 characters and an occurrence >= 1'
+            using errcode = '22023', hint = 'call ctx.step("name", fn) with a short, non-empty name';
+    end if;
+    if not p_hold then  -- one statement: the fence, the insert, the answer
+        return query
+        with held as (
+            select j.id, j.attempts from "jobkit".jobs j
+            where j.id = any (p_ids) and j.status = 'processing'
+              and j.attempts = any (select u.attempt from unnest(p_ids, p_attempts) as u(id, attempt)
+                                    where u.id = j.id)
+        ), stored as (
+            insert into "jobkit".job_steps as t
+                (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
+            select distinct on (u.id, u.name, u.occurrence)
+                   u.id, u.name, u.occurrence, u.attempt,
+                   case when p_errors[u.i] is null then 'completed' else 'failed' end,
+                   case when p_errors[u.i] is null then nullif(p_results -> (u.i::int - 1), 'null'::jsonb) end,
+                   p_errors[u.i], greatest(coalesce(p_tries[u.i], 1), 1), coalesce(p_started_at[u.i], now())
+            from unnest(p_ids, p_attempts, p_names, p_occurrences)
+                 with ordinality as u(id, attempt, name, occurrence, i)
+            join held h on h.id = u.id and h.attempts = u.attempt
+            order by u.id, u.name, u.occurrence, u.i desc
+            on conflict (job_id, name, occurrence) do update
+                set attempt = excluded.attempt, status = excluded.status, result = excluded.result,
+                    error = excluded.error, tries = excluded.tries, started_at = excluded.started_at,
+                    finished_at = now()
+                where t.status <> 'completed'
+        )
+        select h.id, h.attempts from held h;
+        return;
+    end if;
+    select pg_catalog.array_agg(h.id), pg_catalog.array_agg(h.attempts) into v_held, v_attempts from (
+        select j.id, j.attempts from "jobkit".jobs j
+        where j.id = any (p_ids) and j.status = 'processing'
+          and j.attempts = any (select u.attempt from unnest(p_ids, p_attempts) as u(id, attempt)
+                                where u.id = j.id)
+        for share
+    ) h;
+    if v_held is null then
+        return;
+    end if;
+    insert into "jobkit".job_steps as t
+        (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
+    select distinct on (u.id, u.name, u.occurrence)
+           u.id, u.name, u.occurrence, u.attempt,
+           case when p_errors[u.i] is null then 'completed' else 'failed' end,
+           case when p_errors[u.i] is null then nullif(p_results -> (u.i::int - 1), 'null'::jsonb) end,
+           p_errors[u.i], greatest(coalesce(p_tries[u.i], 1), 1), coalesce(p_started_at[u.i], now())
+    from unnest(p_ids, p_attempts, p_names, p_occurrences)
+         with ordinality as u(id, attempt, name, occurrence, i)
+    where u.attempt = v_attempts[pg_catalog.array_position(v_held, u.id)]
+    order by u.id, u.name, u.occurrence, u.i desc
+    on conflict (job_id, name, occurrence) do update
+        set attempt = excluded.attempt, status = excluded.status, result = excluded.result,
+            error = excluded.error, tries = excluded.tries, started_at = excluded.started_at,
+            finished_at = now()
+        where t.status <> 'completed';
+    return query select h.id, h.attempt from unnest(v_held, v_attempts) as h(id, attempt);
+end
 $$;
 
 -- The public API: operators
@@ -914,15 +1065,21 @@ language plpgsql volatile set search_path = '' as $$
 declare
     v_id uuid;
 begin
-    with changed as (
+    with target as (
+        select j.id, j.status as was from "jobkit".jobs j
+        where j.id = p_id and j.status in ('pending', 'processing')
+        for update
+    ), changed as (
         update "jobkit".jobs j
         set status = 'cancelled', completed_at = now(), lease_expires_at = null, updated_at = now()
-        where j.id = p_id and j.status in ('pending', 'processing')
-        returning j.id, j.attempts, j.worker_id, j.started_at
+        from target t
+        where j.id = t.id
+        returning j.id, j.attempts, j.worker_id, j.started_at, t.was
     ), history as (
+        -- the running attempt ends here; a pending job's last attempt was recorded when it ended
         insert into "jobkit".job_attempts (job_id, attempt, worker_id, started_at, outcome)
         select c.id, c.attempts, c.worker_id, c.started_at, 'cancelled' from changed c
-        where c.worker_id is not null and c.attempts > 0
+        where c.was = 'processing' and c.worker_id is not null and c.attempts > 0
     )
     select c.id into v_id from changed c;
     if v_id is null then
@@ -960,7 +1117,7 @@ language sql volatile set search_path = '' as $$
     select count(*) filter (where "jobkit".cancel_job(i))::int from unnest(p_ids) as i
 $$;
 
--- Delete many jobs with their attempt history: returns how many. A processing job is left alone
+-- Delete many jobs with their attempt history and steps: returns how many. A processing job is left alone
 -- (cancel it first: its worker still holds it).
 create or replace function "jobkit".delete_jobs(p_ids uuid[]) returns int
 language sql volatile set search_path = '' as $$
@@ -968,6 +1125,8 @@ language sql volatile set search_path = '' as $$
         delete from "jobkit".jobs j where j.id = any(p_ids) and j.status <> 'processing' returning j.id
     ), history as (
         delete from "jobkit".job_attempts a using gone g where a.job_id = g.id
+    ), steps as (
+        delete from "jobkit".job_steps t using gone g where t.job_id = g.id
     )
     select count(*)::int from gone
 $$;
@@ -1083,6 +1242,7 @@ begin
         raise exception 'jobkit.prune: p_older_than must be a non-negative interval' using errcode = '22023';
     end if;
     delete from "jobkit".enqueue_windows w where w.until < now() - p_older_than;
+    delete from "jobkit".waiters w where w.expires_at < now();  -- waiters that gave up (0014)
     for i in 1 .. greatest(p_max_batches, 1) loop
         with gone as (
             delete from "jobkit".jobs j
@@ -1099,6 +1259,7 @@ begin
         select array_agg(g.id) into v_ids from gone g;
         exit when v_ids is null;
         delete from "jobkit".job_attempts a where a.job_id = any (v_ids);
+        delete from "jobkit".job_steps t where t.job_id = any (v_ids);
         v_total := v_total + cardinality(v_ids);
         exit when cardinality(v_ids) < p_batch_size;
     end loop;
@@ -1323,15 +1484,22 @@ declare
     v_rows bigint := (v_mine ->> 1)::bigint + coalesce(p_due, 0);
     v_at timestamptz := (v_mine ->> 2)::timestamptz;
     v_want int;
+    v_off boolean;
+    v_fanout int;
+    v_batch int;
 begin
-    if not coalesce((select t.wake_on_insert from "jobkit".job_types t
-                     where t.type in (p_type, '*') order by t.type = '*' limit 1), true)
-       or exists (select 1 from "jobkit".pauses p where p.type = p_type and p.key is null) then
+    -- One statement for everything it reads (issue 23: it was four, on every enqueue).
+    select not coalesce((select t.wake_on_insert from "jobkit".job_types t
+                         where t.type in (p_type, '*') order by t.type = '*' limit 1), true)
+           or exists (select 1 from "jobkit".pauses p where p.type = p_type and p.key is null),
+           (select (x.value)::int from "jobkit".settings x where x.key = 'max_fanout'),
+           (select (x.value)::int from "jobkit".settings x where x.key = 'batch_size')
+    into v_off, v_fanout, v_batch;
+    if v_off then
         return;
     end if;
     if v_rows > 0 then
-        v_want := least(greatest(("jobkit".setting('max_fanout'))::int, 1),
-                        ceil(v_rows::numeric / greatest(("jobkit".setting('batch_size'))::int, 1))::int);
+        v_want := least(greatest(v_fanout, 1), ceil(v_rows::numeric / greatest(v_batch, 1))::int);
         if v_want > v_calls then
             if v_calls > 0 or "jobkit"._wake_needed(p_type) then
                 perform "jobkit"._send_wake(p_type, v_want - v_calls);

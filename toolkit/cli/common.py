@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -53,10 +54,11 @@ def db_url_option(func: F) -> F:
 
 
 def console(err: bool = False) -> Console:
-    """A rich console; plain text (no colour) and wide tables when the output is not a terminal."""
+    """A rich console; plain text (no colour) and wide tables when the output is not a terminal
+    (200 columns, so that no cell of `jobkit status` wraps; $COLUMNS when set)."""
     probe = Console(stderr=err)
     return Console(stderr=err, highlight=False, soft_wrap=True,
-                   width=None if probe.is_terminal else 160)
+                   width=None if probe.is_terminal or os.environ.get("COLUMNS") else 200)
 
 
 def timestamp(value: datetime | None) -> str:

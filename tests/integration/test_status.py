@@ -30,7 +30,7 @@ def test_status_counts(db_url: str, manager: Lifecycle, session: Session) -> Non
     _fill(manager, session)
     st = status_api.collect(Database(db_url), Settings(db_url=db_url))
     [mail] = st.types
-    assert (mail.runnable, mail.scheduled, mail.processing, mail.completed_1h, mail.failed_1h, mail.dead_1h) == (
+    assert (mail.runnable, mail.scheduled, mail.processing, mail.completed_1h, mail.failed_attempts_1h, mail.dead_jobs_1h) == (
         2, 1, 1, 1, 1, 1)
     assert mail.oldest_runnable_s is not None and mail.oldest_runnable_s >= 0
     assert st.wakeups == {}  # NOTIFY wake-ups have no answer to track
@@ -38,6 +38,14 @@ def test_status_counts(db_url: str, manager: Lifecycle, session: Session) -> Non
     assert result.exit_code == 0 and json.loads(result.output)["types"][0]["runnable"] == 2
     table = CliRunner().invoke(cli, ["status", "--db-url", db_url])
     assert table.exit_code == 0 and "mail" in table.output and "\x1b[" not in table.output
+
+
+def test_status_json_says_failed_attempts_and_dead_jobs(db_url: str, manager: Lifecycle, session: Session) -> None:
+    """One vocabulary (issue 26): attempts that failed and jobs that are dead, by name, in JSON too."""
+    _fill(manager, session)
+    status = json.loads(CliRunner().invoke(cli, ["status", "--json", "--db-url", db_url]).output)
+    mail = {t["type"]: t for t in status["types"]}["mail"]
+    assert {"failed_attempts_1h", "dead_jobs_1h"} <= set(mail) and not {"failed_1h", "dead_1h"} & set(mail)
 
 
 def test_jobs_list_show_cancel_retry_purge(db_url: str, manager: Lifecycle, session: Session) -> None:
@@ -52,6 +60,13 @@ def test_jobs_list_show_cancel_retry_purge(db_url: str, manager: Lifecycle, sess
     # issue 26: an attempt's duration prints as 2m30s / 12ms, never as a Python timedelta (0:00:00.012)
     assert re.search(r"attempt 1 on w: failed at \S+ \(((\d+(d|h|m|s|ms))+|-)\)", shown.output), shown.output
     assert not re.search(r"\(\d+:\d\d:\d\d", shown.output)
+    # --json: times as every command prints them (ISO 8601 UTC), durations as seconds, never "0:00:00.012"
+    as_json = json.loads(runner.invoke(cli, ["jobs", "show", dead_id, "--json", *base]).output)
+    [attempt] = as_json["attempts"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", as_json["job"]["created_at"])
+    assert "duration" in attempt and isinstance(attempt["duration"], (int, float, type(None)))
+    assert not re.search(r'"\d+:\d\d:\d\d', json.dumps(as_json))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", listed[0]["created_at"])
     assert runner.invoke(cli, ["jobs", "retry", "--dead", "--type", "mail", "--yes", *base]).output.strip() == \
         "retrying 1 job(s)"
     assert manager.get(_uuid(dead_id)).status == "pending"  # type: ignore[union-attr]

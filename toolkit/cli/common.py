@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import click
@@ -59,6 +60,20 @@ def console(err: bool = False) -> Console:
     probe = Console(stderr=err)
     return Console(stderr=err, highlight=False, soft_wrap=True,
                    width=None if probe.is_terminal or os.environ.get("COLUMNS") else 200)
+
+
+def to_json(value: Any) -> str:
+    """Every command's --json output: times as everywhere (ISO 8601 UTC, to the second), durations
+    as seconds (a number), anything else (ids) as its text."""
+    return json.dumps(value, indent=2, default=_json_value)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return format_time(value)
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return str(value)
 
 
 def timestamp(value: datetime | None) -> str:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..durations import format_duration, parse_duration
 from ..ops import admin as jobsadmin
-from .common import State, console, db_url_option, pass_state, timestamp
+from .common import State, console, db_url_option, pass_state, timestamp, to_json
 from .operate import act, selection_options
 
 
@@ -47,7 +47,7 @@ def list_(
     app = state.app(db_url)
     rows = jobsadmin.list_jobs(app.db, app.settings, job_type=job_type, status=status, limit=limit, key=key)
     if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
+        click.echo(to_json(rows))
         return
     table = Table()
     for column in ("id", "type", "key", "status", "tries", "prio", "scheduled for", "last error"):
@@ -82,8 +82,8 @@ def show(state: State, job_id: str, as_json: bool, db_url: str | None) -> None:
     job, attempts = jobsadmin.show(app.db, app.settings, jobsadmin.parse_id(job_id))
     limit = jobsadmin.attempt_limit(app.db, app.settings, job.id)
     if as_json:
-        click.echo(json.dumps({"job": job.__dict__, "attempt_limit": limit,
-                               "attempts": [a.__dict__ for a in attempts]}, indent=2, default=str))
+        click.echo(to_json({"job": job.__dict__, "attempt_limit": limit,
+                            "attempts": [a.__dict__ for a in attempts]}))
         return
     out = console()
     out.print(f"{job.id}  {job.type}  {job.status.value}  "

@@ -14,7 +14,7 @@ from ..durations import format_duration
 from ..exceptions import DriftError
 from ..ops import doctor as doctor_api
 from ..ops import status as status_api
-from .common import State, console, db_url_option, pass_state, timestamp
+from .common import State, console, db_url_option, pass_state, timestamp, to_json
 
 ICONS = {"pass": "[green]✓ pass[/]", "warn": "[yellow]! warn[/]", "fail": "[red]✗ fail[/]"}
 
@@ -45,7 +45,7 @@ def status(state: State, as_json: bool, watch: bool, db_url: str | None) -> None
         return status_api.collect(app.db, app.settings)
 
     if as_json:
-        click.echo(json.dumps(collect().as_dict(), indent=2, default=str))
+        click.echo(to_json(collect().as_dict()))
         return
     if not watch:
         console().print(render(collect()))
@@ -74,8 +74,8 @@ def render(st: status_api.QueueStatus) -> Table:
             str(t.scheduled),
             str(t.processing),
             str(t.completed_1h),
-            str(t.failed_1h),
-            str(t.dead_1h),
+            str(t.failed_attempts_1h),
+            str(t.dead_jobs_1h),
             str(t.cancelled_1h),
             _keys(t),
             oldest,

@@ -20,8 +20,8 @@ class TypeStatus:
     scheduled: int = 0
     processing: int = 0
     completed_1h: int = 0
-    failed_1h: int = 0  # failed attempts (retried or final) in the last hour
-    dead_1h: int = 0
+    failed_attempts_1h: int = 0  # failed attempts (retried or final) in the last hour
+    dead_jobs_1h: int = 0  # jobs that became dead in the last hour
     oldest_runnable_s: float | None = None
     per_minute: float = 0.0  # completions per minute over the last 5 minutes
     cancelled_1h: int = 0
@@ -94,7 +94,7 @@ def _type_status(row: dict[str, Any], failures: dict[str, int]) -> TypeStatus:
     return TypeStatus(
         type=row["type"], runnable=int(row["runnable"]), scheduled=int(row["scheduled"]),
         processing=int(row["processing"]), completed_1h=int(row["completed_1h"]),
-        failed_1h=failures.get(row["type"], 0), dead_1h=int(row["dead_1h"]),
+        failed_attempts_1h=failures.get(row["type"], 0), dead_jobs_1h=int(row["dead_1h"]),
         oldest_runnable_s=row["oldest_runnable_s"], per_minute=round(int(row["completed_5m"]) / 5, 1),
         cancelled_1h=int(row["cancelled_1h"]), keys=int(row["keys"]),
     )

@@ -3,6 +3,8 @@ built-in sweeps and cleanups doing their work (run with their cron command text)
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -131,6 +133,9 @@ def test_cli_round_trip(db_url: str) -> None:
     assert added.exit_code == 0 and "scheduled nightly (0 3 * * *)" in added.output
     listed = runner.invoke(cli, ["schedule", "list", "--json", *base])
     assert listed.exit_code == 0 and '"name": "nightly"' in listed.output
+    # one time format in every command (issue 26): ISO 8601 in UTC, to the second
+    [nightly] = [r for r in json.loads(listed.output) if r["name"] == "nightly"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", nightly["next_run"]), nightly
     assert runner.invoke(cli, ["schedule", "pause", "nightly", *base]).exit_code == 0
     assert runner.invoke(cli, ["schedule", "resume", "nightly", *base]).exit_code == 0
     assert runner.invoke(cli, ["schedule", "remove", "nightly", *base]).exit_code == 0

@@ -10,6 +10,7 @@ from rich.table import Table
 from ..cron import schedules as scheduling
 from ..cron.spec import every as every_to_cron
 from ..cron.spec import validate
+from ..durations import format_time
 from .common import State, console, db_url_option, pass_state, timestamp
 
 
@@ -127,6 +128,6 @@ def resume(state: State, name: str, db_url: str | None) -> None:
 def _row_dict(row: scheduling.ScheduleRow) -> dict[str, object]:
     return {
         "name": row.name, "schedule": row.schedule, "target": row.target, "active": row.active,
-        "origin": row.origin, "last_run": row.last_start.isoformat() if row.last_start else None,
-        "last_status": row.last_status, "next_run": row.next_run.isoformat() if row.next_run else None,
+        "origin": row.origin, "last_run": format_time(row.last_start) if row.last_start else None,
+        "last_status": row.last_status, "next_run": format_time(row.next_run) if row.next_run else None,
     }

@@ -8,6 +8,7 @@ from typing import Any
 from ..config import Settings
 from ..connector import Database
 from ..cron import schedules as scheduling
+from ..durations import format_time
 from ..queries import queries
 
 TOP_KEYS = 20  # the busiest concurrency keys `jobkit status` shows
@@ -70,8 +71,8 @@ def collect(db: Database, settings: Settings, *, with_schedules: bool = True) ->
     if with_schedules:
         status.schedules = [
             {"name": r.name, "schedule": r.schedule, "active": r.active, "last_status": r.last_status,
-             "last_run": r.last_start.isoformat() if r.last_start else None,
-             "next_run": r.next_run.isoformat() if r.next_run else None}
+             "last_run": format_time(r.last_start) if r.last_start else None,
+             "next_run": format_time(r.next_run) if r.next_run else None}
             for r in scheduling.rows(db, settings)
         ]
     return status

@@ -32,7 +32,10 @@ create table {{ s }}.jobs (
     type                 text not null,
     payload              jsonb not null,
     status               text not null default 'pending'
-                         check (status in ('pending', 'processing', 'completed', 'failed', 'dead', 'cancelled')),
+                         -- waiting: a durable job's sleep or wait (0018); blocked: a graph's child
+                         -- whose parents have not all finished (0018). Only 'pending' is claimed.
+                         check (status in ('pending', 'processing', 'completed', 'failed', 'dead', 'cancelled',
+                                           'waiting', 'blocked')),
     priority             int not null default 0,
     attempts             int not null default 0 check (attempts >= 0),
     max_attempts         int check (max_attempts >= 1),  -- as enqueued; null: decided when it runs

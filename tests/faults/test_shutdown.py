@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import re
 import signal
+import threading
 import time
 from collections.abc import Callable
 from uuid import UUID
@@ -51,6 +52,23 @@ def _stop_within(worker: Worker, sig: int, seconds: float) -> tuple[float, str]:
     worker.proc.send_signal(sig)
     out, _ = worker.proc.communicate(timeout=seconds)  # TimeoutExpired fails the test
     return time.monotonic() - sent, out
+
+
+def _read_until(worker: Worker, text: str, seconds: float) -> str:
+    """The worker's output up to and including the first line holding ``text``; the process is
+    killed (and the test fails) if no such line comes within ``seconds``."""
+    timer = threading.Timer(seconds, worker.proc.kill)
+    timer.start()
+    lines: list[str] = []
+    try:
+        assert worker.proc.stdout is not None
+        while not lines or text not in lines[-1]:
+            line = worker.proc.stdout.readline()
+            assert line, f"the worker ended before saying {text!r}:\n" + "".join(lines)
+            lines.append(line)
+    finally:
+        timer.cancel()
+    return "".join(lines)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -105,8 +123,11 @@ def test_a_second_signal_exits_at_once(fault_url: str, workers: Callable[..., Wo
     worker = workers(url, "--listen", "--concurrency", "2", "--prefetch", "2", "--grace", "60s")
     wait_for(lambda: sum(len(p) for p in _starts(url).values()) == 2, 20, "two handlers started")
     worker.proc.send_signal(signal.SIGTERM)
-    wait_for(lambda: count(url, "status = 'pending'") == 2, 10, "the jobs that had not started released")
+    # the worker's own word that its release is done (the database commits it a moment before)
+    said = _read_until(worker, "shutdown: stopped claiming", 10)
+    assert count(url, "status = 'pending'") == 2, said  # the jobs that had not started: released
     took, out = _stop_within(worker, signal.SIGTERM, 10)  # not the 60 s grace, nor the threads' 60 s
+    out = said + out
     assert worker.proc.returncode == 1, out
     assert "error: a second SIGTERM: exiting at once; 2 unfinished job(s) are left to their leases" in out, out
     assert count(url, "status = 'processing'") == 2  # not released: their leases expire

@@ -25,7 +25,8 @@ SCHEMA = "jobkit"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: builds a venv or starts extra clusters (-m 'not slow' skips)")
-    for var in ("JOBKIT_DB_URL", "SUPABASE_DB_URL", "DATABASE_URL", "JOBKIT_CONFIG", "JOBKIT_HOME"):
+    # COLUMNS/LINES: the CLI's tables are as wide as $COLUMNS says (pytest-xdist's workers get 80)
+    for var in ("JOBKIT_DB_URL", "SUPABASE_DB_URL", "DATABASE_URL", "JOBKIT_CONFIG", "JOBKIT_HOME", "COLUMNS", "LINES"):
         os.environ.pop(var, None)
 
 

@@ -51,14 +51,15 @@ select col_default_is('jobkit', 'jobs', 'attempts', 0, 'jobs.attempts defaults t
 select col_hasnt_default('jobkit', 'jobs', 'max_attempts', 'jobs.max_attempts has no default (null: the handler''s or the type''s)');
 select col_default_is('jobkit', 'jobs', 'scheduled_for', 'now()', 'jobs.scheduled_for defaults to now()');
 
--- The status CHECK: exactly the six states, and anything else is refused (23514).
+-- The status CHECK: exactly the eight states (0018 added waiting and blocked for workflows), and
+-- anything else is refused (23514).
 select col_has_check('jobkit', 'jobs', 'status', 'jobs.status has a CHECK constraint');
 select is(
     (select pg_get_constraintdef(c.oid) from pg_catalog.pg_constraint c
      where c.conrelid = 'jobkit.jobs'::regclass and c.conname = 'jobs_status_check'),
     'CHECK ((status = ANY (ARRAY[''pending''::text, ''processing''::text, ''completed''::text, '
-        || '''failed''::text, ''dead''::text, ''cancelled''::text])))',
-    'jobs_status_check allows exactly pending, processing, completed, failed, dead, cancelled'
+        || '''failed''::text, ''dead''::text, ''cancelled''::text, ''waiting''::text, ''blocked''::text])))',
+    'jobs_status_check allows exactly pending, processing, completed, failed, dead, cancelled, waiting, blocked'
 );
 select throws_ok(
     $$insert into jobkit.jobs (type, payload, status) values ('pgtap', '{}', 'running')$$,

@@ -93,5 +93,7 @@ ensure_venv
 
 case "$command" in
     demo) exec "$VENV/bin/jobkit" dev --demo "$@" ;;
-    test) exec "$VENV/bin/python" -m pytest -q "$@" ;;
+    # Two processes (pytest-xdist), each with its own cluster; whole test files stay together.
+    # JOBKIT_TEST_PROCESSES=0 runs in one process (as with -p no:xdist).
+    test) exec "$VENV/bin/python" -m pytest -q -n "${JOBKIT_TEST_PROCESSES:-2}" --dist loadfile "$@" ;;
 esac

@@ -337,19 +337,15 @@ exception when others then
 end
 $$;
 
--- The insert trigger: per statement, per type, the due rows and the earliest future one.
+-- The insert trigger: per statement, per type, the due rows and the earliest future one. One
+-- statement, not a cursor loop over them (issue 23: the loop cost 13,000 instructions an enqueue).
 create or replace function {{ s }}.jobs_wake_on_insert() returns trigger
 language plpgsql security definer set search_path = '' as $$
-declare
-    r record;
 begin
-    for r in
-        select n.type, count(*) filter (where n.scheduled_for <= now()) as due,
-               min(n.scheduled_for) filter (where n.scheduled_for > now()) as at
-        from new_jobs n where n.status = 'pending' group by n.type
-    loop
-        perform {{ s }}._wake_for(r.type, r.due, r.at);
-    end loop;
+    perform {{ s }}._wake_for(n.type, n.due, n.at)
+    from (select n.type, count(*) filter (where n.scheduled_for <= now()) as due,
+                 min(n.scheduled_for) filter (where n.scheduled_for > now()) as at
+          from new_jobs n where n.status = 'pending' group by n.type) n;
     return null;
 end
 $$;

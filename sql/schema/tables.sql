@@ -34,8 +34,9 @@ create table {{ s }}.jobs (
     status               text not null default 'pending'
                          -- waiting: a durable job's sleep or wait (0018); blocked: a graph's child
                          -- whose parents have not all finished (0018). Only 'pending' is claimed.
-                         check (status in ('pending', 'processing', 'completed', 'failed', 'dead', 'cancelled',
-                                           'waiting', 'blocked')),
+                         -- one array constant, not an ARRAY[] of eight: cheaper to enforce (0023)
+                         constraint jobs_status_check check (status = any (
+                             '{pending,processing,completed,failed,dead,cancelled,waiting,blocked}'::text[])),
     priority             int not null default 0,
     attempts             int not null default 0 check (attempts >= 0),
     max_attempts         int check (max_attempts >= 1),  -- as enqueued; null: decided when it runs
@@ -68,10 +69,10 @@ create table {{ s }}.jobs (
     -- Python's datetime (jobs show, the dashboard) ends with the year 9999, in every time zone
     constraint jobs_scheduled_for_year_9999 check (scheduled_for < '9999-12-31 00:00:00+00'::timestamptz),
     constraint jobs_trace_context_object
-        check (trace_context is null or pg_catalog.jsonb_typeof(trace_context) = 'object'),
+        check (pg_catalog.jsonb_typeof(trace_context) = 'object'),  -- null passes (0023)
     constraint jobs_concurrency_key_length check (pg_catalog.length(concurrency_key) <= 1000),
     constraint jobs_progress_object
-        check (progress is null or pg_catalog.jsonb_typeof(progress) = 'object')
+        check (pg_catalog.jsonb_typeof(progress) = 'object')  -- null passes (0023)
 ) with (
     autovacuum_vacuum_scale_factor = 0.02,
     autovacuum_vacuum_insert_scale_factor = 0.02,

@@ -60,8 +60,7 @@ select is(
     (select pg_catalog.regexp_replace(pg_get_constraintdef(c.oid), ' NOT VALID$', '')
      from pg_catalog.pg_constraint c
      where c.conrelid = 'jobkit.jobs'::regclass and c.conname = 'jobs_status_check'),
-    'CHECK ((status = ANY (ARRAY[''pending''::text, ''processing''::text, ''completed''::text, '
-        || '''failed''::text, ''dead''::text, ''cancelled''::text, ''waiting''::text, ''blocked''::text])))',
+    'CHECK ((status = ANY (''{pending,processing,completed,failed,dead,cancelled,waiting,blocked}''::text[])))',
     'jobs_status_check allows exactly pending, processing, completed, failed, dead, cancelled, waiting, blocked'
 );
 select throws_ok(

@@ -1,0 +1,196 @@
+"""Server instructions per job: `python -m bench.callgrind [--ref REF ...] [--n N] [--ops single,bulk,drain]
+[--top K]`
+
+Wall time on a shared 2-core machine moves by 2x between repeats; instruction counts do not. Each
+side (the working tree, and each REF built as `--baseline` builds it) is deployed into its own
+cluster, which is then stopped; every operation runs in PostgreSQL's single-user mode (`postgres
+--single`, one statement a line, each its own transaction, committed with fsync on) under valgrind's
+callgrind, twice: once with a few warm-up operations and once with N more, each time on a fresh copy
+of the deployed data directory. The difference, divided by the jobs the extra operations made,
+claimed or completed, is the backend's instructions per job (parse, plan, execute, commit; no client
+and no network). With ``--top`` the biggest inclusive costs of the longer run are listed per
+operation (callgrind_annotate), which is how the CHECK constraints' and the trigger's shares were
+found.
+
+Operations, each as the Python client sends it (prepared once, executed N times):
+- single: ``enqueue(type, payload, priority)`` (the enqueue_plain query), one job a statement;
+- bulk: ``enqueue_json`` of 1,000 jobs with one type string (the enqueue_many query), per statement;
+- drain: ``claim_jobs(type, 100, ...)`` then ``complete_jobs`` of what it claimed, two statements
+  (two transactions) per 100 jobs, over a table filled beforehand."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .baseline import installer
+from .baseline_venv import Side, build, working_tree
+from .cluster import BenchCluster
+from .common import JOB_TYPE
+
+BULK = 1_000
+BATCH = 100
+WARM = 3
+
+PREPARE = {
+    "single": "prepare op(text, jsonb, int) as select jobkit.enqueue($1, $2, $3)",
+    "bulk": ("prepare op(jsonb, int) as select count(*) from jobkit.enqueue_json("
+             "$1, (select jsonb_agg(jsonb_build_object('n', g)) from generate_series(1, $2) g))"),
+    "drain": ("prepare claim(int) as select set_config('bench.claimed', coalesce((select jsonb_agg("
+              "jsonb_build_array(c.id, c.attempts)) from jobkit.claim_jobs($$%s$$, $1, 'w', '5 min') c), "
+              "'[]')::text, false)" % JOB_TYPE),
+}
+DONE = ("prepare done as select count(*) from jobkit.complete_jobs("
+        "(select array_agg((e ->> 0)::uuid) from jsonb_array_elements(current_setting('bench.claimed')::jsonb) e), "
+        "(select array_agg((e ->> 1)::int) from jsonb_array_elements(current_setting('bench.claimed')::jsonb) e), "
+        "null)")
+
+
+def script(op: str, count: int, setup: str = "") -> tuple[str, int]:
+    """The statements for ``count`` operations, and how many jobs they handle."""
+    lines = [*filter(None, setup.splitlines()), PREPARE[op]]
+    if op == "single":
+        lines += [f"execute op('{JOB_TYPE}', '{{\"n\": 1}}', 0)"] * count
+        return "\n".join(lines) + "\n", count
+    if op == "bulk":
+        lines += [f"execute op('\"{JOB_TYPE}\"', {BULK})"] * count
+        return "\n".join(lines) + "\n", count * BULK
+    lines.append(DONE)
+    lines += [f"execute claim({BATCH})\nexecute done"] * count
+    return "\n".join(lines) + "\n", count * BATCH
+
+
+def fill_sql(jobs: int) -> str:
+    return (f"select count(*) from jobkit.enqueue_json('\"{JOB_TYPE}\"', (select jsonb_agg(jsonb_build_object('n', g)) "
+            f"from generate_series(1, {jobs}) g)); analyze jobkit.jobs; checkpoint;")
+
+
+class Deployed:
+    """One side deployed into a stopped cluster's data directory (``--single`` needs it to itself)."""
+
+    def __init__(self, side: Side, fill: int) -> None:
+        self.side = side
+        self.cluster = BenchCluster(echo=lambda _m: None).start()
+        self.cluster.register("side", installer(side))
+        self.db = self.cluster.template("side")
+        if fill:
+            self._psql(fill_sql(fill))
+        self.data = self.cluster.local.status().data_dir
+        self.cluster.local.stop()
+
+    def _psql(self, sql: str) -> None:
+        from jobkit.connector import Database
+
+        with Database(self.cluster.url(self.db)).session() as s:
+            for stmt in sql.split(";"):
+                if stmt.strip():
+                    s.execute(stmt)
+
+    def instructions(self, text: str, out: Path) -> int:
+        """Run ``text`` in single-user mode under callgrind on a copy of the data; total Ir."""
+        copy = Path(tempfile.mkdtemp(prefix="jk-cg-", dir="/var/tmp"))
+        try:
+            data = copy / "pgdata"
+            subprocess.run(["cp", "-a", str(self.data), str(data)], check=True)
+            (copy / "in.sql").write_text(text)
+            os.chmod(copy, 0o755)
+            os.chown(copy, _uid(), -1)
+            cg = copy / "cg.out"
+            cmd = ["runuser", "-u", "postgres", "--", "valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}",
+                   str(_postgres()), "--single", "-D", str(data), "-c", "shared_preload_libraries=",
+                   "-c", "fsync=on", self.db]
+            with open(copy / "in.sql") as stdin:
+                done = subprocess.run(cmd, stdin=stdin, capture_output=True, text=True, check=False)
+            if done.returncode != 0 or "ERROR" in done.stdout or "ERROR" in done.stderr:
+                errs = [ln for ln in (done.stdout + done.stderr).splitlines() if "ERROR" in ln]
+                raise RuntimeError(f"single-user run failed: {errs[:3] or done.stderr[-500:]}")
+            shutil.copy(cg, out)
+            return _total(out)
+        finally:
+            shutil.rmtree(copy, ignore_errors=True)
+
+    def close(self) -> None:
+        self.cluster.stop()
+
+
+def _uid() -> int:
+    import pwd
+
+    return pwd.getpwnam("postgres").pw_uid
+
+
+def _postgres() -> Path:
+    from jobkit.ops.localdb import find_pg_bin
+
+    return find_pg_bin() / "postgres"
+
+
+def _total(cg: Path) -> int:
+    for line in cg.read_text().splitlines():
+        if line.startswith("totals:") or line.startswith("summary:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no totals in {cg}")
+
+
+def inclusive(cg: Path) -> dict[str, int]:
+    """Inclusive instructions per function (recursion levels folded together: the outermost counts)."""
+    done = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(cg)],
+                          capture_output=True, text=True, check=False)
+    costs: dict[str, int] = {}
+    for line in done.stdout.splitlines():
+        m = re.match(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+\S*?:([^\s\[']+)", line)
+        if m and not m.group(2).startswith("0x"):
+            costs[m.group(2)] = max(costs.get(m.group(2), 0), int(m.group(1).replace(",", "")))
+    return costs
+
+
+def top(small: Path, big: Path, jobs: int, k: int) -> list[str]:
+    """The k functions whose inclusive cost grew most per extra job."""
+    a, b = inclusive(small), inclusive(big)
+    diff = sorted(((b[f] - a.get(f, 0)) / jobs, f) for f in b)
+    return [f"{per:>12,.0f}  {name}" for per, name in reversed(diff[-k:])]
+
+
+def measure(dep: Deployed, op: str, n: int, k: int, outdir: Path, setup: str = "") -> tuple[float, list[str]]:
+    small, jobs_small = script(op, WARM, setup)
+    big, jobs_big = script(op, WARM + n, setup)
+    a = dep.instructions(small, outdir / f"{op}-small.cg")
+    b = dep.instructions(big, outdir / f"{op}-big.cg")
+    jobs = jobs_big - jobs_small
+    return (b - a) / jobs, top(outdir / f"{op}-small.cg", outdir / f"{op}-big.cg", jobs, k) if k else []
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.callgrind")
+    ap.add_argument("--ref", action="append", default=[], help="also measure this commit (repeatable)")
+    ap.add_argument("--n", type=int, default=200, help="operations beyond the warm-up (bulk/drain: /10)")
+    ap.add_argument("--ops", default="single,bulk,drain")
+    ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs")
+    ap.add_argument("--setup", default="", help="statements (one a line) run first in both runs, e.g. to "
+                    "switch a feature on or a trigger off")
+    ap.add_argument("--keep", type=Path, default=None, help="keep the callgrind files here")
+    args = ap.parse_args()
+    sides = [working_tree(), *(build(r) for r in args.ref)]
+    outdir = args.keep or Path(tempfile.mkdtemp(prefix="jk-cg-out-"))
+    outdir.mkdir(parents=True, exist_ok=True)
+    ops = args.ops.split(",")
+    for side in sides:
+        for op in ops:
+            n = args.n if op == "single" else max(args.n // 10, 2)
+            dep = Deployed(side, fill=(WARM + n) * BATCH if op == "drain" else 0)
+            try:
+                per, rows = measure(dep, op, n, args.top, outdir, args.setup)
+            finally:
+                dep.close()
+            print(f"{side.label:40} {op:7} {per:>14,.0f} instructions per job", flush=True)
+            for row in rows:
+                print("    " + row)
+
+
+if __name__ == "__main__":
+    main()

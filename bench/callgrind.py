@@ -42,13 +42,13 @@ PREPARE = {
     "bulk": ("prepare op(jsonb, int) as select count(*) from jobkit.enqueue_json("
              "$1, (select jsonb_agg(jsonb_build_object('n', g)) from generate_series(1, $2) g))"),
     "drain": ("prepare claim(int) as select set_config('bench.claimed', coalesce((select jsonb_agg("
-              "jsonb_build_array(c.id, c.attempts)) from jobkit.claim_jobs($$%s$$, $1, 'w', '5 min') c), "
-              "'[]')::text, false)" % JOB_TYPE),
+              "jsonb_build_array(c.id, c.attempts)) from jobkit.claim_jobs('" + JOB_TYPE + "', $1, 'w', "
+              "'5 min') c), '[]')::text, false)"),
 }
+CLAIMED = "jsonb_array_elements(current_setting('bench.claimed')::jsonb) e"
 DONE = ("prepare done as select count(*) from jobkit.complete_jobs("
-        "(select array_agg((e ->> 0)::uuid) from jsonb_array_elements(current_setting('bench.claimed')::jsonb) e), "
-        "(select array_agg((e ->> 1)::int) from jsonb_array_elements(current_setting('bench.claimed')::jsonb) e), "
-        "null)")
+        f"(select array_agg((e ->> 0)::uuid) from {CLAIMED}), "
+        f"(select array_agg((e ->> 1)::int) from {CLAIMED}), null)")
 
 
 def script(op: str, count: int, setup: str = "") -> tuple[str, int]:
@@ -66,8 +66,9 @@ def script(op: str, count: int, setup: str = "") -> tuple[str, int]:
 
 
 def fill_sql(jobs: int) -> str:
-    return (f"select count(*) from jobkit.enqueue_json('\"{JOB_TYPE}\"', (select jsonb_agg(jsonb_build_object('n', g)) "
-            f"from generate_series(1, {jobs}) g)); analyze jobkit.jobs; checkpoint;")
+    return (f"select count(*) from jobkit.enqueue_json('\"{JOB_TYPE}\"', "
+            f"(select jsonb_agg(jsonb_build_object('n', g)) from generate_series(1, {jobs}) g)); "
+            "analyze jobkit.jobs; checkpoint;")
 
 
 class Deployed:
@@ -101,9 +102,9 @@ class Deployed:
             os.chmod(copy, 0o755)
             os.chown(copy, _uid(), -1)
             cg = copy / "cg.out"
-            cmd = ["runuser", "-u", "postgres", "--", "valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}",
-                   str(_postgres()), "--single", "-D", str(data), "-c", "shared_preload_libraries=",
-                   "-c", "fsync=on", self.db]
+            cmd = ["runuser", "-u", "postgres", "--", "valgrind", "--tool=callgrind",
+                   f"--callgrind-out-file={cg}", str(_postgres()), "--single", "-D", str(data),
+                   "-c", "shared_preload_libraries=", "-c", "fsync=on", self.db]
             with open(copy / "in.sql") as stdin:
                 done = subprocess.run(cmd, stdin=stdin, capture_output=True, text=True, check=False)
             if done.returncode != 0 or "ERROR" in done.stdout or "ERROR" in done.stderr:
@@ -127,7 +128,7 @@ def _uid() -> int:
 def _postgres() -> Path:
     from jobkit.ops.localdb import find_pg_bin
 
-    return find_pg_bin() / "postgres"
+    return Path(find_pg_bin()) / "postgres"
 
 
 def _total(cg: Path) -> int:

@@ -177,8 +177,15 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=None, help="keep the callgrind files here")
     args = ap.parse_args()
     sides = [working_tree(), *(build(r) for r in args.ref)]
-    outdir = args.keep or Path(tempfile.mkdtemp(prefix="jk-cg-out-"))
-    outdir.mkdir(parents=True, exist_ok=True)
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        run(args, sides, args.keep)
+        return
+    with tempfile.TemporaryDirectory(prefix="jk-cg-out-") as tmp:
+        run(args, sides, Path(tmp))
+
+
+def run(args: argparse.Namespace, sides: list[Side], outdir: Path) -> None:
     ops = args.ops.split(",")
     for side in sides:
         for op in ops:

@@ -22,3 +22,8 @@ select {{ s }}.prune({{ retention | literal }}::interval), {{ s }}.prune_wakeups
 
 -- name: prune_cron_history
 delete from cron.job_run_details d using cron.job j where d.jobid operator(pg_catalog.=) j.jobid and j.jobname::pg_catalog.text operator(pg_catalog.~~) {{ prefix_like | literal }} and j.database operator(pg_catalog.=) {{ database | literal }} and d.end_time operator(pg_catalog.<) (pg_catalog.now() operator(pg_catalog.-) {{ retention | literal }}::interval)
+
+-- name: unschedule_self
+-- The first statement of a "run now" one-off job (toolkit/cron/runnow.py) when it runs in pg_cron's
+-- own database: it removes itself, so it runs once (in the same transaction as the command).
+select cron.unschedule({{ self_name | literal }}::pg_catalog.text)

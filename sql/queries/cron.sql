@@ -57,3 +57,25 @@ on conflict (name) do update set origin = excluded.origin, updated_at = pg_catal
 
 -- name: schedule_origin_delete
 delete from {{ s }}.schedules where name operator(pg_catalog.=) %(name)s
+
+-- name: cron_next_minute
+-- The next minute pg_cron will surely see coming (at least 10 s away), as a five-field cron
+-- expression in its time zone (cron.timezone from pg_cron 1.5 on; before, GMT): "minute hour day
+-- month *" fires then, and next a year later. "Run now" unschedules its one-off job long before.
+select pg_catalog.to_char(t.at, 'FMMI FMHH24 FMDD FMMM') operator(pg_catalog.||) ' *' as expression,
+       (t.at operator(pg_catalog.-) t.now) operator(pg_catalog.+) pg_catalog.now() as runs_at
+from (select pg_catalog.date_trunc('minute', n.now) operator(pg_catalog.+)
+             (interval '1 minute' operator(pg_catalog.*)
+              case when extract(second from n.now) operator(pg_catalog.>=) 50 then 2 else 1 end) as at,
+             n.now
+      from (select pg_catalog.timezone(case when pg_catalog.current_setting('cron.timezone', true) operator(pg_catalog.<>) ''
+                                                then pg_catalog.current_setting('cron.timezone', true) else 'GMT' end, pg_catalog.now()) as now) n) t
+
+-- name: cron_unschedule_named
+select cron.unschedule(%(name)s::pg_catalog.text) as ok
+
+-- name: cron_local_now
+-- pg_cron's wall clock: now in its time zone (cron.timezone from pg_cron 1.5 on; before, GMT).
+select pg_catalog.timezone(case when pg_catalog.current_setting('cron.timezone', true) operator(pg_catalog.<>) ''
+                                then pg_catalog.current_setting('cron.timezone', true) else 'GMT' end,
+                           pg_catalog.now()) as local_now

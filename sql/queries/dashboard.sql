@@ -123,7 +123,8 @@ group by 1, 2 order by 1, 2
 -- One page of jobs matching the filter, newest first, after the keyset (created_at, id).
 select id, type, status, priority, attempts, created_at, scheduled_for, completed_at, worker_id,
        pg_catalog.left(pg_catalog.substring(pg_catalog.rtrim(coalesce(last_error, ''), E' \n'), E'[^\n]*$'),
-                       160) as error
+                       160) as error,
+       pg_catalog.right(last_error, 2000) as error_tail
 from {{ s }}.jobs
 where true
   {{ job_filter() }}
@@ -147,6 +148,26 @@ where status operator(pg_catalog.=) any(%(states)s)
   {{ job_filter() }}
   and (%(after_at)s::pg_catalog.timestamptz is null
       or (created_at, id) operator(pg_catalog.>) (%(after_at)s, %(after_id)s))
+order by created_at, id
+limit %(limit)s
+
+-- name: ops_jobs_sample
+-- The first jobs an action on the filter would change, in its batches' order (a confirmation's sample).
+select id, type, status, created_at,
+       pg_catalog.left(pg_catalog.substring(pg_catalog.rtrim(coalesce(last_error, ''), E' \n'), E'[^\n]*$'),
+                       160) as error
+from {{ s }}.jobs
+where status operator(pg_catalog.=) any(%(states)s)
+  {{ job_filter() }}
+order by created_at, id
+limit %(limit)s
+
+-- name: ops_ids_sample
+select id, type, status, created_at,
+       pg_catalog.left(pg_catalog.substring(pg_catalog.rtrim(coalesce(last_error, ''), E' \n'), E'[^\n]*$'),
+                       160) as error
+from {{ s }}.jobs where id operator(pg_catalog.=) any(%(ids)s)
+    and status operator(pg_catalog.=) any(%(states)s)
 order by created_at, id
 limit %(limit)s
 
@@ -234,3 +255,94 @@ insert into {{ s }}.audit_log (actor, action, target, matched, affected, finishe
 values (%(actor)s, %(action)s, pg_catalog.jsonb_build_object('type', %(type)s::pg_catalog.text,
                                                              'key', %(key)s::pg_catalog.text),
         1, %(changed)s, pg_catalog.now())
+
+{#- Issue 27: the state bar and every filter's total. A count reads at most `bound` rows through the
+    partial index of its state (count over a LIMITed subquery), so it costs the same at a million
+    jobs as at a thousand; beyond the bound the page shows an estimate, labelled as one. #}
+{% macro bounded_state(state, extra="") -%}
+(select pg_catalog.count(*) from (select 1 from {{ s }}.jobs
+    where status operator(pg_catalog.=) '{{ state }}' {{ extra }}
+      and (%(type)s::pg_catalog.text is null or type operator(pg_catalog.=) %(type)s)
+    limit %(bound)s) b)
+{%- endmacro %}
+
+-- name: dash_state_counts
+-- Jobs per state, all types or one, each counted up to `bound` rows (pass the bound plus one: a
+-- count above the bound means "more than that"). Each state reads its own partial index: pending
+-- jobs_claim_idx, processing jobs_lease_idx (a processing job's lease is never null: a check says
+-- so), completed and cancelled jobs_finished_idx, failed jobs_failed_idx, dead jobs_dead_idx,
+-- waiting and blocked jobs_parked_idx (0022).
+select {{ bounded_state('pending') }} as pending,
+       {{ bounded_state('waiting') }} as waiting,
+       {{ bounded_state('blocked') }} as blocked,
+       {{ bounded_state('processing', 'and lease_expires_at is not null') }} as processing,
+       {{ bounded_state('completed') }} as completed,
+       {{ bounded_state('failed') }} as failed,
+       {{ bounded_state('dead') }} as dead,
+       {{ bounded_state('cancelled') }} as cancelled
+
+-- name: dash_state_estimates
+-- The planner's statistics, for counts beyond the bound only: the rows of jobs (pg_class.reltuples)
+-- and each state's share, and the type's when one is asked for, from pg_stats' most common values.
+select c.reltuples::pg_catalog.float8 as reltuples,
+       (select pg_catalog.json_object_agg(v.val, v.freq)
+          from pg_catalog.pg_stats st,
+               pg_catalog.unnest(st.most_common_vals::pg_catalog.text::pg_catalog.text[],
+                                 st.most_common_freqs) as v(val, freq)
+         where st.schemaname operator(pg_catalog.=) %(schema)s
+           and st.tablename operator(pg_catalog.=) 'jobs' and st.attname operator(pg_catalog.=) 'status')
+           as status_freqs,
+       (select v.freq
+          from pg_catalog.pg_stats st,
+               pg_catalog.unnest(st.most_common_vals::pg_catalog.text::pg_catalog.text[],
+                                 st.most_common_freqs) as v(val, freq)
+         where st.schemaname operator(pg_catalog.=) %(schema)s
+           and st.tablename operator(pg_catalog.=) 'jobs' and st.attname operator(pg_catalog.=) 'type'
+           and v.val operator(pg_catalog.=) %(type)s::pg_catalog.text) as type_freq
+from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid operator(pg_catalog.=) c.relnamespace
+where n.nspname operator(pg_catalog.=) %(schema)s and c.relname operator(pg_catalog.=) 'jobs'
+
+-- name: dash_filter_count
+-- How many jobs match the jobs page's filter, counted up to `bound` rows (pass the bound plus one).
+select pg_catalog.count(*) as n
+from (select 1 from {{ s }}.jobs where true {{ job_filter() }} limit %(bound)s) b
+
+-- name: dash_filter_estimate
+-- The planner's estimate of the rows matching the filter (EXPLAIN plans it with these values and
+-- runs nothing), for totals beyond the bound only.
+explain (format json) select 1 from {{ s }}.jobs where true {{ job_filter() }}
+
+-- name: dash_types_recent
+-- Of these types, the ones with a job running, pending due in the last day or later, or finished
+-- in the last day (each through its state's index: jobs_claim_idx, jobs_lease_idx,
+-- jobs_finished_idx, jobs_failed_idx); a type with none of them and no handler is called stale.
+select t.type from pg_catalog.unnest(%(types)s::pg_catalog.text[]) as t(type)
+where exists (select 1 from {{ s }}.jobs j where j.status operator(pg_catalog.=) 'pending'
+                  and j.type operator(pg_catalog.=) t.type
+                  and j.scheduled_for operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 day'))
+   or exists (select 1 from {{ s }}.jobs j where j.lease_expires_at is not null
+                  and j.status operator(pg_catalog.=) 'processing' and j.type operator(pg_catalog.=) t.type)
+   or exists (select 1 from {{ s }}.jobs j
+               where j.status operator(pg_catalog.=) any ('{completed,dead,cancelled}')
+                 and j.completed_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 day')
+                 and j.type operator(pg_catalog.=) t.type)
+   or exists (select 1 from {{ s }}.jobs j where j.status operator(pg_catalog.=) 'failed'
+                 and j.completed_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 day')
+                 and j.type operator(pg_catalog.=) t.type)
+
+-- name: dash_types_handled
+-- Of these types, the ones jobkit knows a handler or a configuration for: a worker has served it
+-- (known_types) or jobkit.toml configures it (job_types).
+select t.type from pg_catalog.unnest(%(types)s::pg_catalog.text[]) as t(type)
+where exists (select 1 from {{ s }}.known_types k where k.type operator(pg_catalog.=) t.type)
+   or exists (select 1 from {{ s }}.job_types c where c.type operator(pg_catalog.=) t.type)
+
+-- name: dash_audit_run_schedule
+-- "Run now" of a schedule: which, the one-off cron job that runs it, and when it runs.
+insert into {{ s }}.audit_log (actor, action, target, matched, affected, finished_at)
+values (%(actor)s, 'run_schedule',
+        pg_catalog.jsonb_build_object('schedule', %(name)s::pg_catalog.text,
+                                      'cron_job', %(cron_job)s::pg_catalog.text,
+                                      'runs_at', %(runs_at)s::pg_catalog.timestamptz),
+        1, 1, pg_catalog.now())
+returning id

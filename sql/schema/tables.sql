@@ -107,6 +107,9 @@ create unique index jobs_idempotency_idx on {{ s }}.jobs (type, idempotency_key)
 -- Dead jobs per type for the overview, without walking every finished job. Partial: only
 -- dead rows are in it, so the hot path (claims, completions) never writes to it.
 create index jobs_dead_idx on {{ s }}.jobs (type) where status = 'dead';
+-- Waiting and blocked jobs per type for the dashboard's state bar (0022): only rows in those two
+-- states are in it, so ordinary jobs never write to it.
+create index jobs_parked_idx on {{ s }}.jobs (type, status) where status in ('waiting', 'blocked');
 -- The dashboard's jobs page lists newest first with keyset pagination on (created_at, id) and
 -- filters by a time range on created_at. Its index (0003's jobs_created_idx) cost every insert (+20%
 -- WAL a job), so it exists only when jobkit.toml asks for it ([dashboard] created_index = true, 0017):
@@ -247,8 +250,10 @@ create table {{ s }}.audit_log (
     id          bigint generated always as identity primary key,
     at          timestamptz not null default now(),
     actor       text not null,
+    -- run_schedule: the dashboard's "run now" (0022); replay and the flow verbs: workflows (0020)
     action      text not null check (action in ('retry', 'cancel', 'delete', 'pause_schedule', 'resume_schedule',
-                                             'pause_type', 'resume_type')),
+                                             'pause_type', 'resume_type', 'replay', 'cancel_flow',
+                                             'pause_flow', 'resume_flow', 'run_schedule')),
     target      jsonb not null,  -- {"ids": [...]}, {"filter": {...}}, {"schedule": "name"} or {"type", "key"}
     matched     bigint,          -- the count the operator confirmed
     affected    bigint not null default 0,  -- rows the action changed so far

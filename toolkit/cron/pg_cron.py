@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 import re
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -81,12 +81,20 @@ class CronJobs:
         self.site = self._site()
 
     def list(self) -> list[CronJob]:
+        return schedules_of(self.every())
+
+    def every(self) -> builtins.list[CronJob]:
+        """Every cron job with jobkit's prefix here: the schedules, and the one-off jobs of "run
+        now" (toolkit/cron/runnow.py), whose names are no schedule's."""
         with self._cron_session() as s:
             rows = s.all(self.q["cron_jobs"], {"prefix": self.site.prefix,
                                                 "databases": [self.site.jobkit_database,
                                                               self.site.cron_database]})
-        jobs = [_cron_job(r, self.site.prefix) for r in rows]
-        return [j for j in jobs if _NAME_RE.fullmatch(j.name)]
+        return [_cron_job(r, self.site.prefix) for r in rows]
+
+    def call(self) -> AbstractContextManager[Session]:
+        """A transaction on the cron database, search_path pinned (for "run now": runnow.py)."""
+        return self._cron_call()
 
     def recent_runs(self, jobids: Sequence[int], each: int) -> builtins.list[dict[str, Any]]:
         """The newest ``each`` runs of each of these jobs, from cron.job_run_details."""
@@ -168,6 +176,11 @@ class CronJobs:
         with self._cron_session() as s, s.transaction():
             s.execute(self.q["pin_search_path"])
             yield s
+
+
+def schedules_of(jobs: Sequence[CronJob]) -> list[CronJob]:
+    """The schedules among jobkit's cron jobs (not the one-offs of "run now")."""
+    return [j for j in jobs if _NAME_RE.fullmatch(j.name)]
 
 
 def origins(session: Session, settings: Settings) -> dict[str, str]:

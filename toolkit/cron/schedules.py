@@ -57,7 +57,7 @@ def cron_command(settings: Settings, site: CronSite, name: str, **context: str) 
         s=ident(settings.schema), schema=settings.schema,
         retention=f"{int(settings.retention.total_seconds())} seconds",
         prefix_like=_like_prefix(site.prefix), database=site.jobkit_database,
-        type=context.get("type", ""),
+        type=context.get("type", ""), self_name=context.get("self_name", ""),
     )
     return dict(parse(text, "cron_commands.sql"))[name.replace("-", "_")]
 

@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import __version__
 from ..config import Settings
 from ..connector import Database, SessionPool
+from ..cron import runnow
 from ..cron.pg_cron import CronJobs
 from ..durations import format_time
 from ..exceptions import ConfigError, ConnectionFailed, JobkitError, NotFound
@@ -38,8 +39,9 @@ from ..logthrottle import throttled
 from ..ops import operate
 from ..ops import triggers as row_triggers
 from ..ops.admin import tries
+from ..ops.types import declared
 from ..queries import queries
-from . import actions, data
+from . import actions, data, look
 from .auth import COOKIE, SESSION_SECONDS, AuthConfig, Guard, Identity, Refused, is_loopback, same_origin
 from .filters import JobFilter, parse_ids
 
@@ -58,6 +60,7 @@ log = logging.getLogger("jobkit.dashboard")
 refused = throttled("jobkit.dashboard.refused")  # anyone can cause these: rate-limited
 MAX_FORM = 256 * 1024  # bytes of a POST body; 1,000 selected job ids take about 45 KB
 WINDOWS = {"1h": timedelta(hours=1), "1d": timedelta(days=1)}
+STRIP = 50  # runs in a schedule's strip of successes and failures
 
 
 @dataclass
@@ -96,6 +99,8 @@ class Dashboard:
                                      autoescape=select_autoescape(default=True))
         self.templates.filters["duration"] = _duration
         self.templates.filters["when"] = _when
+        look.install(self.templates)
+        self.project = look.project_name(url)
         self.executor = ThreadPoolExecutor(2, thread_name_prefix="jobkit-dashboard-action")
         self._opened = False
         self._cron_jobs: CronJobs | None = None
@@ -114,6 +119,7 @@ class Dashboard:
             Route("/", self._route(self.overview), methods=get),
             Route("/fragments/overview", self._route(self.overview_fragment), methods=get),
             Route("/jobs", self._route(self.jobs), methods=get),
+            Route("/fragments/jobs", self._route(self.jobs_fragment), methods=get),
             Route("/jobs/{id}", self._route(self.job), methods=get),
             Route("/actions", self._route(self.audit), methods=get),
             Route("/actions/confirm", self._route(self.confirm, post=True), methods=post),
@@ -123,6 +129,7 @@ class Dashboard:
             Route("/actions/{id}/progress", self._route(self.action_progress), methods=get),
             Route("/schedules", self._route(self.schedules), methods=get),
             Route("/schedules/active", self._route(self.schedule_active, post=True), methods=post),
+            Route("/schedules/run", self._route(self.schedule_run, post=True), methods=post),
             Route("/types/active", self._route(self.type_active, post=True), methods=post),
             Route("/ratelimits", self._route(self.ratelimits), methods=get),
             Route("/triggers", self._route(self.triggers), methods=get),
@@ -213,7 +220,7 @@ class Dashboard:
         page = self.templates.get_template(template).render(
             base=_base(call.request), csrf=self.guard.csrf_token(call.identity), identity=call.identity,
             read_only=self.read_only, auth=self.guard.required, version=__version__,
-            schema=self.schema, path=call.request.url.path, **context)
+            schema=self.schema, project=self.project, path=call.request.url.path, **context)
         return HTMLResponse(page, status_code=status)
 
     def _error(self, call: Call, exc: JobkitError, status: int) -> Response:
@@ -224,28 +231,40 @@ class Dashboard:
         window = call.arg("window") if call.arg("window") in WINDOWS else "1h"
         chart_type = call.arg("type") or None
         with self.pool.session() as s:
-            view = data.overview(s, self.schema)
+            view = data.overview(s, self.schema, declared(self.settings))
+            states = data.state_counts(s, self.schema, None)
             series = data.series(s, self.schema, WINDOWS[window], chart_type)
             types = data.job_types(s, self.schema)
             schedules = self._schedule_views()
             running = data.scheduler_running(s, self.schema)
         return self.render(call, "overview.html", view=view, series=series, window=window,
                            chart_type=chart_type or "", types=types, schedules=schedules,
-                           scheduler_running=running)
+                           scheduler_running=running, states=states, flt=JobFilter())
 
     def overview_fragment(self, call: Call) -> Response:
         with self.pool.session() as s:
-            view = data.overview(s, self.schema)
-        return self.render(call, "_overview_table.html", view=view)
+            view = data.overview(s, self.schema, declared(self.settings))
+            states = data.state_counts(s, self.schema, None)
+        return self.render(call, "_overview_table.html", view=view, states=states, flt=JobFilter())
 
     def jobs(self, call: Call) -> Response:
+        return self.render(call, "jobs.html", **self._jobs_view(call))
+
+    def jobs_fragment(self, call: Call) -> Response:
+        """The state bar, the total and the rows of the jobs page: what its auto-refresh swaps in."""
+        return self.render(call, "_jobs_live.html", **self._jobs_view(call))
+
+    def _jobs_view(self, call: Call) -> dict[str, Any]:
         flt = JobFilter.parse(call.values())
+        cursor = call.arg("cursor") or None
         with self.pool.session() as s:
-            page = data.jobs_page(s, self.schema, flt, call.arg("cursor") or None)
+            page = data.jobs_page(s, self.schema, flt, cursor)
+            total = data.filter_total(s, self.schema, flt, page, first_page=cursor is None)
+            states = data.state_counts(s, self.schema, flt.type or None)
             types = data.job_types(s, self.schema)
             unindexed = bool(flt.payload) and not data.payload_indexed(s, self.schema)
-        return self.render(call, "jobs.html", page=page, flt=flt, types=types, unindexed=unindexed,
-                           request_cursor=call.arg("cursor"))
+        return {"page": page, "flt": flt, "types": types, "unindexed": unindexed, "total": total,
+                "states": states, "request_cursor": call.arg("cursor")}
 
     def job(self, call: Call) -> Response:
         job_id = parse_ids([call.request.path_params["id"]])[0]
@@ -262,8 +281,9 @@ class Dashboard:
         action = self._action(call)
         with self.pool.session() as s:
             n = actions.count(s, self.schema, action)
+            sample = operate.sample(s, self.schema, action)
         return self.render(call, "confirm.html", action=action, n=n, flt=action.filter,
-                           target=actions.describe(action.target()))
+                           target=action.describe(), sample=sample, section="jobs")
 
     def run_action(self, call: Call) -> Response:
         action = self._action(call)
@@ -275,7 +295,7 @@ class Dashboard:
         return RedirectResponse(f"{_base(call.request)}/actions/{audit_id}", status_code=303)
 
     def action(self, call: Call) -> Response:
-        return self.render(call, "action.html", row=self._progress(call))
+        return self.render(call, "action.html", row=self._progress(call), section="jobs")
 
     def action_progress(self, call: Call) -> Response:
         return self.render(call, "_progress.html", row=self._progress(call))
@@ -290,9 +310,18 @@ class Dashboard:
 
     def schedules(self, call: Call) -> Response:
         with self.pool.session() as s:
-            views = self._schedule_views()
+            views = data.schedules(self.db, self.settings, self._cron(), runs_each=STRIP)
             running = data.scheduler_running(s, self.schema)
-        return self.render(call, "schedules.html", schedules=views, scheduler_running=running)
+        return self.render(call, "schedules.html", schedules=views, scheduler_running=running,
+                           queued=call.arg("queued"))
+
+    def schedule_run(self, call: Call) -> Response:
+        """Run a schedule now: a one-off pg_cron job runs its command at pg_cron's next minute
+        (toolkit/cron/runnow.py), so the run is in cron.job_run_details; audited."""
+        with self.pool.session() as s:
+            done = runnow.run_now(s, self.settings, self._cron(), call.arg("name"), self._actor(call))
+        return RedirectResponse(f"{_base(call.request)}/schedules?queued={quote(done.schedule)}",
+                                status_code=303)
 
     def schedule_active(self, call: Call) -> Response:
         name, active = call.arg("name"), call.arg("active") == "true"

@@ -15,15 +15,18 @@ from croniter import croniter
 
 from ..config import Settings
 from ..connector import Database, Session
-from ..cron.pg_cron import CronJobs
+from ..cron import runnow
+from ..cron.pg_cron import CronJobs, schedules_of
 from ..cron.schedules import ScheduleRow
 from ..cron.schedules import rows as schedule_rows
 from ..jobs import Attempt, Job
 from ..lifecycle import Lifecycle
 from ..queries import queries
-from .filters import JobFilter
+from .filters import STATES, JobFilter
 
 PAGE_SIZE = 50
+#: Counts are exact up to this many jobs; beyond it the page shows the planner's estimate, and says so.
+BOUND = 10_000
 #: A schedule is late when its last run is older than its previous due time by more than this.
 LATE_GRACE = timedelta(seconds=90)
 
@@ -56,9 +59,27 @@ class Overview:
     types: list[TypeRow] = field(default_factory=list)
     wakeups: dict[str, dict[str, int]] = field(default_factory=dict)  # type -> outcome -> count
     paused: dict[str, list[str | None]] = field(default_factory=dict)  # type -> paused keys (None: all)
+    #: types no worker has served and jobkit.toml does not configure, with no job running, due or
+    #: finished in the last day: typos, mostly. The overview folds them away, with a clean-up.
+    stale: list[TypeRow] = field(default_factory=list)
 
 
-def overview(session: Session, schema: str) -> Overview:
+def stale_types(session: Session, schema: str, types: list[str], declared: set[str]) -> set[str]:
+    """Of ``types``, those with no handler (no worker served it, jobkit.toml does not configure
+    it) and no recent job (none running, due in the last day or later, or finished in the last day)."""
+    q = queries(schema)
+    candidates = [t for t in types if t not in declared]
+    if not candidates:
+        return set()
+    handled = {r["type"] for r in session.all(q["dash_types_handled"], {"types": candidates})}
+    unhandled = [t for t in candidates if t not in handled]
+    if not unhandled:
+        return set()
+    recent = {r["type"] for r in session.all(q["dash_types_recent"], {"types": unhandled})}
+    return {t for t in unhandled if t not in recent}
+
+
+def overview(session: Session, schema: str, declared: set[str] | None = None) -> Overview:
     q = queries(schema)
     rows: dict[str, TypeRow] = {}
 
@@ -81,7 +102,10 @@ def overview(session: Session, schema: str) -> Overview:
     for r in session.all(q["pauses_all"]):
         paused.setdefault(r["type"], []).append(r["key"])
         rows.setdefault(r["type"], TypeRow(r["type"]))
-    return Overview(types=sorted(rows.values(), key=lambda t: t.type), wakeups=wakeups, paused=paused)
+    stale = stale_types(session, schema, [t for t in rows if t not in paused], declared or set())
+    ordered = sorted(rows.values(), key=lambda t: t.type)
+    return Overview(types=[t for t in ordered if t.type not in stale], wakeups=wakeups, paused=paused,
+                    stale=[t for t in ordered if t.type in stale])
 
 
 @dataclass
@@ -118,6 +142,92 @@ def jobs_page(session: Session, schema: str, flt: JobFilter, cursor: str | None,
     return JobsPage(rows, f"{last['created_at'].isoformat()}|{last['id']}" if last else None)
 
 
+@dataclass(frozen=True)
+class Total:
+    """A count as the pages show it: exact up to ``bound``, else an estimate (``exact`` False),
+    or unknown beyond the bound when the database has no statistics yet (``n`` None)."""
+
+    n: int | None
+    exact: bool
+    bound: int = BOUND
+
+    @property
+    def text(self) -> str:
+        if self.exact and self.n is not None:
+            return f"{self.n:,}"
+        if self.n is None:
+            return f"{self.bound:,}+"
+        return "≈ " + _compact(self.n)
+
+    @property
+    def how(self) -> str:
+        """What the number is, for its title and the page's words."""
+        if self.exact:
+            return "exact count"
+        more = f"more than {self.bound:,}"
+        return f"{more}: estimate from the planner's statistics" if self.n is not None else (
+            f"{more} (no statistics yet for an estimate)")
+
+
+@dataclass(frozen=True)
+class StateCount:
+    state: str
+    total: Total
+
+
+def state_counts(session: Session, schema: str, job_type: str | None, bound: int = BOUND) -> list[StateCount]:
+    """Jobs in each state (all types or one), exact up to ``bound`` each; a state beyond it gets the
+    estimate of :func:`_state_estimate`. Every state the jobs.status check allows, in STATES order."""
+    q = queries(schema)
+    row = session.one(q["dash_state_counts"], {"type": job_type, "bound": bound + 1}) or {}
+    found = [StateCount(state, Total(int(row.get(state) or 0), True, bound)) for state in STATES]
+    if all(c.total.n is not None and c.total.n <= bound for c in found):
+        return found
+    stats = session.one(q["dash_state_estimates"], {"schema": schema, "type": job_type}) or {}
+    return [c if c.total.n is not None and c.total.n <= bound else
+            StateCount(c.state, Total(_state_estimate(stats, c.state, job_type, bound), False, bound))
+            for c in found]
+
+
+def _state_estimate(stats: dict[str, Any], state: str, job_type: str | None, bound: int) -> int | None:
+    """Rows of jobs x the state's share (x the type's): pg_class.reltuples and pg_stats, as the
+    planner estimates; None without statistics (never analyzed, or the value not among the common
+    ones). Never below what was counted exactly (more than ``bound``)."""
+    rows, shares = float(stats.get("reltuples") or -1), stats.get("status_freqs") or {}
+    share = shares.get(state)
+    if rows <= 0 or share is None or (job_type is not None and stats.get("type_freq") is None):
+        return None
+    estimate = rows * float(share) * (float(stats["type_freq"]) if job_type is not None else 1.0)
+    return max(int(estimate), bound + 1)
+
+
+def filter_total(session: Session, schema: str, flt: JobFilter, page: JobsPage, first_page: bool,
+                 bound: int = BOUND) -> Total:
+    """How many jobs match the filter: the first page's rows when they are all of them (no query),
+    else a count up to ``bound``, else the planner's estimate (EXPLAIN: nothing is run)."""
+    if first_page and page.next_cursor is None:
+        return Total(len(page.rows), True, bound)
+    q = queries(schema)
+    n = int(session.scalar(q["dash_filter_count"], flt.params() | {"bound": bound + 1}))
+    if n <= bound:
+        return Total(n, True, bound)
+    plan = session.scalar(q["dash_filter_estimate"], flt.params())
+    try:
+        estimate = int(plan[0]["Plan"]["Plan Rows"])
+    except (TypeError, KeyError, IndexError, ValueError):
+        return Total(None, False, bound)
+    return Total(max(estimate, bound + 1), False, bound)
+
+
+def _compact(n: int) -> str:
+    """1,234,567 as '1.2M', 35,000 as '35k'."""
+    for size, suffix in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if n >= size:
+            value = n / size
+            return f"{value:.1f}{suffix}" if value < 10 else f"{value:.0f}{suffix}"
+    return str(n)
+
+
 def _cursor(cursor: str | None) -> tuple[datetime | None, UUID | None]:
     if not cursor:
         return None, None
@@ -147,20 +257,38 @@ def job_types(session: Session, schema: str) -> list[str]:
 @dataclass
 class ScheduleView:
     row: ScheduleRow
-    runs: list[dict[str, Any]]
+    runs: list[dict[str, Any]]  # newest first
     late: bool  # active, and its last run is older than its previous due time (plus a grace)
+    queued: bool = False  # a "run now" waits for pg_cron's next minute
+
+    @property
+    def strip(self) -> list[dict[str, Any]]:
+        """The runs oldest first, as the strip of successes and failures reads left to right."""
+        return list(reversed(self.runs))
 
 
 def schedules(db: Database, settings: Settings, cron: CronJobs, runs_each: int = 5) -> list[ScheduleView]:
-    """jobkit's schedules with their newest runs, each flagged when it has stopped ticking."""
-    jobs = cron.list()
+    """jobkit's schedules with their newest runs (a "run now" one-off's runs count as the
+    schedule's), each flagged when it has stopped ticking or has a run now queued."""
+    every = cron.every()
+    jobs = schedules_of(every)
     listed = schedule_rows(db, settings, cron, jobs)
     by_jobid = {j.jobid: j.name for j in jobs}
+    for job in every:  # the one-offs of "run now": now:<the schedule's jobid>
+        ident = job.name[len(runnow.MARK):] if job.name.startswith(runnow.MARK) else ""
+        if ident.isdigit() and int(ident) in by_jobid:
+            by_jobid[job.jobid] = by_jobid[int(ident)]
     runs: dict[str, list[dict[str, Any]]] = {}
     for r in cron.recent_runs(list(by_jobid), runs_each) if by_jobid else []:
         runs.setdefault(by_jobid[r["jobid"]], []).append(r)
+    queued = set(runnow.pending_in(every, jobs))
     now = datetime.now(UTC)
-    return [ScheduleView(row, runs.get(row.name, []), _late(row, now)) for row in listed]
+    return [ScheduleView(row, sorted(runs.get(row.name, []), key=_started, reverse=True)[:runs_each],
+                         _late(row, now), row.name in queued) for row in listed]
+
+
+def _started(run: dict[str, Any]) -> datetime:
+    return run.get("start_time") or datetime.min.replace(tzinfo=UTC)
 
 
 def _late(row: ScheduleRow, now: datetime) -> bool:

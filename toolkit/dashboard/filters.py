@@ -3,6 +3,6 @@ confirmation count and the action (from the dashboard or the CLI) select the sam
 
 from __future__ import annotations
 
-from ..ops.selection import ACTION_STATES, FIELDS, JobFilter, parse_ids
+from ..ops.selection import ACTION_STATES, FIELDS, STATES, JobFilter, parse_ids
 
-__all__ = ["ACTION_STATES", "FIELDS", "JobFilter", "parse_ids"]
+__all__ = ["ACTION_STATES", "FIELDS", "STATES", "JobFilter", "parse_ids"]

@@ -29,6 +29,7 @@ from .selection import ACTION_STATES, JobFilter
 BATCH = 500
 MAX_IDS = 1000  # ids in one selection; more means act on a filter
 MAX_ACTOR = 1000  # characters of the audit log's actor
+SAMPLE = 10  # jobs a confirmation shows before the action runs
 MAX_LISTED = 100  # skipped jobs a result names one by one (all are counted)
 VERBS = tuple(ACTION_STATES)
 _FUNCTIONS = {"retry": "dash_retry_jobs", "cancel": "dash_cancel_jobs", "delete": "dash_delete_jobs"}
@@ -70,6 +71,12 @@ class Operation:
     @property
     def states(self) -> list[str]:
         return list(ACTION_STATES[self.verb])
+
+    def describe(self) -> str:
+        """Which jobs, in words: '3 selected jobs' or 'every job where type is x and ...'."""
+        if self.ids is not None:
+            return f"{len(self.ids)} selected job{'' if len(self.ids) == 1 else 's'}"
+        return self.filter.describe() if self.filter.empty else "every job where " + self.filter.describe()
 
     def target(self) -> dict[str, Any]:
         """The audit log's record of the jobs acted on."""
@@ -130,6 +137,15 @@ def count(session: Session, schema: str, op: Operation) -> int:
     if op.ids is not None:
         return int(session.scalar(q["dash_ids_count"], {"ids": list(op.ids), "states": op.states}))
     return int(session.scalar(q["dash_jobs_count"], op.filter.params() | {"states": op.states}))
+
+
+def sample(session: Session, schema: str, op: Operation, limit: int = SAMPLE) -> list[dict[str, Any]]:
+    """The first ``limit`` jobs the action would change, in the order its batches take them
+    (oldest first): id, type, status, created_at and the last line of the last error."""
+    q = queries(schema)
+    if op.ids is not None:
+        return session.all(q["ops_ids_sample"], {"ids": list(op.ids), "states": op.states, "limit": limit})
+    return session.all(q["ops_jobs_sample"], op.filter.params() | {"states": op.states, "limit": limit})
 
 
 def start(session: Session, schema: str, op: Operation, actor: str, matched: int) -> int:

@@ -17,9 +17,14 @@ from uuid import UUID
 
 from ..connector import json_param
 from ..exceptions import ConfigError
-from ..jobs import Status
 
 FIELDS = ("type", "status", "key", "since", "until", "worker", "error", "payload")
+#: Every state the jobs.status check allows (0018), in the order a job usually meets them:
+#: waiting (a durable job's sleep or wait) and blocked (a graph's child) are not claimable.
+STATES = ("pending", "waiting", "blocked", "processing", "completed", "failed", "dead", "cancelled")
+_WORDS = {"type": "type is {}", "status": "status is {}", "key": "concurrency key is {}",
+          "since": "created at or after {}", "until": "created before {}", "worker": "worker is {}",
+          "error": "last error contains {}", "payload": "payload contains {}"}
 MAX_FIELD = 1000  # characters of one filter field (a payload filter is JSON: more room)
 MAX_PAYLOAD = 10_000
 
@@ -62,11 +67,21 @@ class JobFilter:
 
         return urlencode(self.as_dict())
 
+    def describe(self) -> str:
+        """The filter in words, as the confirmation page and the CLI say it: 'type is send_email
+        and status is dead' ('every job (no filter)' when empty)."""
+        if self.empty:
+            return "every job (no filter)"
+        parts = []
+        for name, value in self.as_dict().items():
+            shown = value if name in ("type", "status") else repr(value)
+            parts.append(_WORDS[name].format(shown))
+        return " and ".join(parts)
+
     def params(self) -> dict[str, Any]:
         """The bound parameters of the dash_jobs_* queries (None = no filter)."""
-        if self.status and self.status not in {s.value for s in Status}:
-            raise ConfigError(f"unknown status {self.status!r}",
-                              hint=f"one of {', '.join(s.value for s in Status)}")
+        if self.status and self.status not in STATES:
+            raise ConfigError(f"unknown status {self.status!r}", hint=f"one of {', '.join(STATES)}")
         return {
             "type": self.type or None, "status": self.status or None, "key": self.key or None,
             "since": _time(self.since, "since"), "until": _time(self.until, "until"),

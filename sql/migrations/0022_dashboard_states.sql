@@ -18,4 +18,4 @@ alter table {{ s }}.audit_log add constraint audit_log_action_check
 
 -- jobkit:outside-transaction
 create index concurrently if not exists jobs_parked_idx on {{ s }}.jobs (type, status)
-    where status in ('waiting', 'blocked');
+    where status operator(pg_catalog.=) any ('{waiting,blocked}');

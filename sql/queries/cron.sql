@@ -71,9 +71,6 @@ from (select pg_catalog.date_trunc('minute', n.now) operator(pg_catalog.+)
       from (select pg_catalog.timezone(case when pg_catalog.current_setting('cron.timezone', true) operator(pg_catalog.<>) ''
                                                 then pg_catalog.current_setting('cron.timezone', true) else 'GMT' end, pg_catalog.now()) as now) n) t
 
--- name: cron_unschedule_named
-select cron.unschedule(%(name)s::pg_catalog.text) as ok
-
 -- name: cron_local_now
 -- pg_cron's wall clock: now in its time zone (cron.timezone from pg_cron 1.5 on; before, GMT).
 select pg_catalog.timezone(case when pg_catalog.current_setting('cron.timezone', true) operator(pg_catalog.<>) ''

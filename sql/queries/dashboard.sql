@@ -287,15 +287,15 @@ select {{ bounded_state('pending') }} as pending,
 select c.reltuples::pg_catalog.float8 as reltuples,
        (select pg_catalog.json_object_agg(v.val, v.freq)
           from pg_catalog.pg_stats st,
-               pg_catalog.unnest(st.most_common_vals::pg_catalog.text::pg_catalog.text[],
-                                 st.most_common_freqs) as v(val, freq)
+               rows from (pg_catalog.unnest(st.most_common_vals::pg_catalog.text::pg_catalog.text[]),
+                          pg_catalog.unnest(st.most_common_freqs)) as v(val, freq)
          where st.schemaname operator(pg_catalog.=) %(schema)s
            and st.tablename operator(pg_catalog.=) 'jobs' and st.attname operator(pg_catalog.=) 'status')
            as status_freqs,
        (select v.freq
           from pg_catalog.pg_stats st,
-               pg_catalog.unnest(st.most_common_vals::pg_catalog.text::pg_catalog.text[],
-                                 st.most_common_freqs) as v(val, freq)
+               rows from (pg_catalog.unnest(st.most_common_vals::pg_catalog.text::pg_catalog.text[]),
+                          pg_catalog.unnest(st.most_common_freqs)) as v(val, freq)
          where st.schemaname operator(pg_catalog.=) %(schema)s
            and st.tablename operator(pg_catalog.=) 'jobs' and st.attname operator(pg_catalog.=) 'type'
            and v.val operator(pg_catalog.=) %(type)s::pg_catalog.text) as type_freq

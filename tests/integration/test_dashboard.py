@@ -32,7 +32,8 @@ from starlette.testclient import TestClient
 
 TOKEN = "t0ken-for-the-dashboard-tests"
 JWT_SECRET = "super-secret-jwt-key-of-the-supabase-project"
-PAGES = ["/", "/fragments/overview", "/jobs", "/schedules", "/ratelimits", "/triggers", "/actions",
+PAGES = ["/", "/fragments/overview", "/jobs", "/fragments/jobs", "/fragments/jobs?type=sync_crm&status=dead",
+         "/schedules", "/ratelimits", "/triggers", "/actions",
          "/jobs?status=dead", "/jobs?payload=%7B%22user_id%22%3A3%7D", "/?window=1d&type=send_email"]
 HTML = {"accept": "text/html"}
 
@@ -146,7 +147,8 @@ def test_no_get_changes_anything(open_client: TestClient, seeded: str) -> None:
     job_id = seed_ids(seeded, "dead")[0]
     for path in PAGES + [f"/jobs/{job_id}", "/actions/1", "/actions/1/progress",
                          "/actions/confirm?verb=delete&scope=filter", "/actions/run?verb=delete&scope=filter",
-                         "/schedules/active?name=sweep&active=false", "/logout", "/login"]:
+                         "/schedules/active?name=sweep&active=false", "/schedules/run?name=sweep-stuck",
+                         "/logout", "/login"]:
         open_client.get(path, headers=HTML)
     assert fingerprint(seeded) == before
 

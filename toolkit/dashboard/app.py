@@ -89,12 +89,13 @@ class Dashboard:
     mount it inside another Starlette app (``Mount("/jobkit", dashboard.app)``)."""
 
     def __init__(self, url: str, settings: Settings, *, auth: AuthConfig | None = None,
-                 read_only: bool = False, pool_size: int = 4) -> None:
+                 read_only: bool = False, pool_size: int = 4, count_bound: int = data.BOUND) -> None:
         self.settings, self.schema = settings, settings.schema
         self.pool = SessionPool(url, size=pool_size)
         self.db = Database(url, application_name="jobkit dashboard")
         self.guard = Guard(auth or AuthConfig())
         self.read_only = read_only
+        self.bound = count_bound  # counts are exact up to it, estimated beyond
         self.templates = Environment(loader=PackageLoader("jobkit.dashboard", "templates"),
                                      autoescape=select_autoescape(default=True))
         self.templates.filters["duration"] = _duration
@@ -232,7 +233,7 @@ class Dashboard:
         chart_type = call.arg("type") or None
         with self.pool.session() as s:
             view = data.overview(s, self.schema, declared(self.settings))
-            states = data.state_counts(s, self.schema, None)
+            states = data.state_counts(s, self.schema, None, self.bound)
             series = data.series(s, self.schema, WINDOWS[window], chart_type)
             types = data.job_types(s, self.schema)
             schedules = self._schedule_views()
@@ -244,7 +245,7 @@ class Dashboard:
     def overview_fragment(self, call: Call) -> Response:
         with self.pool.session() as s:
             view = data.overview(s, self.schema, declared(self.settings))
-            states = data.state_counts(s, self.schema, None)
+            states = data.state_counts(s, self.schema, None, self.bound)
         return self.render(call, "_overview_table.html", view=view, states=states, flt=JobFilter())
 
     def jobs(self, call: Call) -> Response:
@@ -259,8 +260,8 @@ class Dashboard:
         cursor = call.arg("cursor") or None
         with self.pool.session() as s:
             page = data.jobs_page(s, self.schema, flt, cursor)
-            total = data.filter_total(s, self.schema, flt, page, first_page=cursor is None)
-            states = data.state_counts(s, self.schema, flt.type or None)
+            total = data.filter_total(s, self.schema, flt, page, first_page=cursor is None, bound=self.bound)
+            states = data.state_counts(s, self.schema, flt.type or None, self.bound)
             types = data.job_types(s, self.schema)
             unindexed = bool(flt.payload) and not data.payload_indexed(s, self.schema)
         return {"page": page, "flt": flt, "types": types, "unindexed": unindexed, "total": total,

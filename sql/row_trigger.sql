@@ -1,25 +1,36 @@
 {#- A declared row trigger ([triggers.<name>] in jobkit.toml) for one operation, rendered by
     toolkit/schema/triggers.py in three parts: "trial" (only the select, over typed nulls shaped
     like the table, for deploy's rolled-back check of `when` and the payload: no privilege on the
-    table needed), "function" (the trigger function) and "trigger" (the CREATE TRIGGER). -#}
+    table needed), "function" (the trigger function) and "trigger" (the CREATE TRIGGER).
+    With pk = none (`jobkit render`: no database to read it from) the parts that depend on the
+    table's primary key or columns are left as /*jobkit:...*/ tokens, which
+    sql/row_triggers_apply.sql fills in from the catalog when it runs, to the same text. -#}
 {%- set alias = "old" if op == "delete" else "new" -%}
 {%- set trial = part == "trial" -%}
 {%- macro object(rel, cols) -%}
 pg_catalog.jsonb_build_object({% for c in cols %}{{ c | literal }}, {{ rel }}.{{ c | ident }}{% if not loop.last %}, {% endif %}{% endfor %})
 {%- endmacro -%}
+{%- macro pk_object(rel) -%}
+{%- if pk is none %}/*jobkit:pk_object:{{ rel }}*/{% else %}{{ object(rel, pk) }}{% endif -%}
+{%- endmacro -%}
+{%- macro pk_join() -%}
+{%- if pk is none %}/*jobkit:pk_join*/{% else %}{% for c in pk %}new.{{ c | ident }} operator(pg_catalog.=) old.{{ c | ident }}{% if not loop.last %} and {% endif %}{% endfor %}{% endif -%}
+{%- endmacro -%}
 {%- macro shaped(rel) -%}
+{%- if columns is none %}/*jobkit:shaped:{{ rel }}*/{% else -%}
 (select {% for c, t in columns %}null::{{ t }} as {{ c | ident }}{% if not loop.last %}, {% endif %}{% endfor %}) as {{ rel }}
+{%- endif -%}
 {%- endmacro -%}
 {%- macro source(rel) -%}
 {%- if trial %}{{ shaped(rel) }}{% else %}jobkit_{{ rel }} as {{ rel }}{% endif -%}
 {%- endmacro -%}
 {%- macro select() -%}
         select {{ type | literal }}::pg_catalog.text as type,
-               {% if payload == "row" %}pg_catalog.to_jsonb({{ alias }}.*){% elif payload == "pk" %}{{ object(alias, pk) }}{% else %}{{ object(alias, payload) }}{% endif %} as payload,
-               {{ object(alias, pk) }} as pk,
-               {% if idempotency == "pk" %}{{ name | literal }} operator(pg_catalog.||) ':' operator(pg_catalog.||) {{ object(alias, pk) }}::pg_catalog.text{% else %}null::pg_catalog.text{% endif %} as idempotency_key
+               {% if payload == "row" %}pg_catalog.to_jsonb({{ alias }}.*){% elif payload == "pk" %}{{ pk_object(alias) }}{% else %}{{ object(alias, payload) }}{% endif %} as payload,
+               {{ pk_object(alias) }} as pk,
+               {% if idempotency == "pk" %}{{ name | literal }} operator(pg_catalog.||) ':' operator(pg_catalog.||) {{ pk_object(alias) }}::pg_catalog.text{% else %}null::pg_catalog.text{% endif %} as idempotency_key
         from {% if op == "update" %}{{ source("new") }}
-        join {{ source("old") }} on {% for c in pk %}new.{{ c | ident }} operator(pg_catalog.=) old.{{ c | ident }}{% if not loop.last %} and {% endif %}{% endfor %}{% else %}{{ source(alias) }}{% endif %}
+        join {{ source("old") }} on {{ pk_join() }}{% else %}{{ source(alias) }}{% endif %}
         where ({{ when or "true" }}
         )
 {%- endmacro -%}

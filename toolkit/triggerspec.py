@@ -29,6 +29,8 @@ _NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
 #: The dollar-quote tag of the trigger functions' bodies (a condition may not contain it).
 BODY_TAG = "$jobkit_trigger$"
+#: How sql/row_trigger.sql marks what `jobkit render` leaves for the catalog (a condition may not contain it).
+TOKEN = "/*jobkit:"
 _KEYS = {"table", "on", "when", "type", "payload", "idempotency"}
 
 
@@ -146,7 +148,7 @@ def _when(value: Any, where: str) -> str | None:
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{where} when must be a non-empty SQL condition, got {value!r}",
                           hint="e.g. when = \"new.status = 'paid'\", or leave when out")
-    if ";" in value or BODY_TAG in value or "\x00" in value:
+    if ";" in value or BODY_TAG in value or TOKEN in value or "\x00" in value:
         raise ConfigError(f"{where} when must be one SQL condition (no ';')",
                           hint="write one boolean expression over new and old")
     return value.strip()

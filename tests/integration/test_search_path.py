@@ -47,6 +47,7 @@ from jobkit.queries import queries
 from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.schema.reference import render_reference
 from jobkit.schema.render import ident, render_bootstrap, render_function_file
+from jobkit.schema.trigger_script import render_apply
 from jobkit.worker.backends.postgres import PostgresBackend
 from jobkit.worker.drain import Drainer
 from jobkit.worker.endpoint import EndpointOptions, WorkerEndpoint
@@ -534,9 +535,19 @@ def _row_triggers(config: Path, db_url: str) -> None:
     _cli(config, "deploy", "--check", "--db-url", db_url)
     config.write_text(CONFIG.format(extra=""))
     _cli(config, "deploy", "--db-url", db_url)  # removes them
+    # the same through `jobkit render`'s script (sql/row_triggers_apply.sql), then removed by it
+    config.write_text(CONFIG.format(extra=TRIGGERS.format(when=paid)))
     with psycopg.connect(db_url, autocommit=True) as conn:
+        with conn.transaction():
+            conn.execute(render_apply(load_settings(config, env={})))
+        conn.execute("insert into shop.orders (id, status, email) values (10, 'new', 'y')")
+    config.write_text(CONFIG.format(extra=""))
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        with conn.transaction():
+            conn.execute(render_apply(load_settings(config, env={})))
         row = conn.execute("select pg_catalog.count(*) from jobkit.jobs where source is not null").fetchone()
-    assert row is not None and row[0] == 7
+        assert conn.execute("select pg_catalog.count(*) from jobkit.row_triggers").fetchone() == (0,)
+    assert row is not None and row[0] == 8
 
 
 def _locked_deploy(config: Path, db_url: str) -> None:

@@ -97,3 +97,22 @@ def test_the_function_files_hold_no_jinja_logic() -> None:
 def test_a_file_that_does_not_parse_fails() -> None:
     with pytest.raises(pglast.parser.ParseError):
         _parse(render_function_file(SETTINGS, "10_policy.sql").replace("returns", "retruns", 1))
+
+
+def test_the_row_trigger_script_parses() -> None:
+    """sql/row_triggers_apply.sql (`jobkit render` with [triggers]), its plpgsql body included, and
+    the CREATE TRIGGER it carries (the function it carries parses only once the script filled in
+    the primary key: tests/integration/test_row_trigger_render.py runs it)."""
+    from jobkit.config import parse_settings
+    from jobkit.schema.trigger_script import declared, render_apply
+
+    triggers = {"receipt": {"table": "public.orders", "on": ["insert", "update", "delete"], "type": "t",
+                            "when": "old.status is distinct from 'paid'", "payload": "row", "idempotency": "pk"}}
+    settings = parse_settings({"schema": "jobkit", "triggers": {
+        "receipt": {**triggers["receipt"], "on": ["update"]}}})
+    script = render_apply(settings)
+    _parse(script)
+    body = script.split("$jobkit_row_triggers_apply$")[1]
+    pglast.parse_plpgsql(f"create function f(p_declared jsonb) returns void language plpgsql as $x${body}$x$")
+    for entry in declared(parse_settings({"schema": "jobkit", "triggers": triggers})):
+        _parse(entry["trigger_sql"])

@@ -11,7 +11,7 @@ from ..durations import parse_duration
 from ..exceptions import ConfigError
 from ..schema.deploy import DeployOptions, DeployReport, deploy
 from ..schema.render import render_script, write_units
-from ..schema.supabase_cli import write_functions, write_migration, write_user_api
+from ..schema.supabase_cli import write_functions, write_migration, write_triggers, write_user_api
 from .common import State, db_url_option, pass_state
 
 
@@ -39,6 +39,9 @@ def render(state: State, out_dir: Path | None, supabase: bool, supabase_dir: Pat
         functions = write_functions(settings, supabase_dir)
         if functions:
             click.echo(f"wrote {functions}")
+        triggers = write_triggers(settings, supabase_dir)
+        if triggers:
+            click.echo(f"wrote {triggers}")
         user_api = write_user_api(settings, supabase_dir)
         if user_api:
             click.echo(f"wrote {user_api}")

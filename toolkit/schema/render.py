@@ -175,6 +175,10 @@ def render_script(
     api = render_api(settings)
     if api:
         body += f"\n-- ---- Data API schema {settings.api_schema} ----\n{api}"
+    if chosen and functions and settings.triggers:
+        from .trigger_script import render_apply  # noqa: PLC0415 - trigger_script imports this module
+
+        body += f"\n-- ---- declared row triggers ([triggers]) ----\n{render_apply(settings)}"
     if not transaction:
         return f"{header}\n{body}"
     return f"{header}begin;\n\n{body}\ncommit;\n"

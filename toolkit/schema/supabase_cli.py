@@ -24,10 +24,12 @@ from .render import (
     render_script,
     render_user_api,
 )
+from .trigger_script import render_apply
 
 _MARK_RE = re.compile(r"^-- jobkit-migration: (\d{4}) ([0-9a-f]{64})$", re.MULTILINE)
 _USER_API_RE = re.compile(r"^-- jobkit-user-api: ([0-9a-f]{64})$", re.MULTILINE)
 _FUNCTIONS_RE = re.compile(r"^-- jobkit-functions: ([0-9a-f]{64})$", re.MULTILINE)
+_TRIGGERS_RE = re.compile(r"^-- jobkit-triggers: ([0-9a-f]{64})$", re.MULTILINE)
 
 
 def existing_migrations(migrations_dir: Path) -> dict[str, tuple[str, Path]]:
@@ -70,6 +72,27 @@ def write_user_api(settings: Settings, project_dir: Path, *, now: datetime | Non
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%d%H%M%S")
     path = folder / f"{stamp}_jobkit_user_api.sql"
     path.write_text(f"-- jobkit-user-api: {digest}\n{script}", encoding="utf-8")
+    return path
+
+
+def write_triggers(settings: Settings, project_dir: Path, *, now: datetime | None = None) -> Path | None:
+    """The declared row triggers (sql/row_triggers_apply.sql: idempotent, reads the tables' primary
+    keys from the catalog as it runs) as a migration file, a new one only when it differs from the
+    newest such file; with no trigger declared, only to remove those an earlier file made. The
+    name sorts after the functions file of the same stamp; the app tables' own migrations must
+    come before it. None when there is nothing new."""
+    folder = project_dir / "migrations"
+    written = sorted(folder.glob("*_jobkit_triggers.sql")) if folder.is_dir() else []
+    if not settings.triggers and not written:
+        return None
+    script = render_apply(settings)
+    digest = hashlib.sha256(script.encode()).hexdigest()
+    if written and _TRIGGERS_RE.findall(written[-1].read_text(encoding="utf-8")) == [digest]:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d%H%M%S")
+    path = folder / f"{stamp}_jobkit_triggers.sql"
+    path.write_text(f"-- jobkit-triggers: {digest}\n{script}", encoding="utf-8")
     return path
 
 

@@ -61,16 +61,18 @@ class Planned:
         return f"trigger {self.config.name} ({self.op} on {self.config.qualified})"
 
 
-def render(settings: Settings, config: TriggerConfig, op: str, table: Table, part: str) -> str:
+def render(settings: Settings, config: TriggerConfig, op: str, table: Table | None, part: str) -> str:
     """One part of sql/row_trigger.sql: "function", "trigger", or "trial" (the function's select
-    over typed nulls shaped like the table)."""
+    over typed nulls shaped like the table). Without ``table`` (`jobkit render`) the primary key and
+    the columns are left as tokens for sql/row_triggers_apply.sql to fill in (trigger_script.py)."""
     context = {
         "s": ident(settings.schema), "schema": settings.schema, "part": part, "op": op,
         "trigger": config.trigger_name(settings.schema, op), "table_schema": config.schema,
         "table_name": config.table,
         "name": config.name, "fn": config.function_name(op), "tag": BODY_TAG, "type": config.type,
         "table_label": config.qualified, "when": config.when, "idempotency": config.idempotency,
-        "payload": config.payload, "pk": list(table.pk), "columns": sorted(table.columns.items()),
+        "payload": config.payload, "pk": list(table.pk) if table else None,
+        "columns": sorted(table.columns.items()) if table else None,
     }
     return environment().get_template("row_trigger.sql").render(context)
 

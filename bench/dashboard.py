@@ -84,6 +84,7 @@ class Case:
     # table holds little more than that day, that is the right plan), and payload search without
     # its optional index walks jobs newest first.
     may_scan: bool = False
+    planned: bool = True  # False: the query is an EXPLAIN itself (its plan is not asked for)
 
 
 def cases(conn: psycopg.Connection[Any]) -> Iterator[Case]:
@@ -115,6 +116,19 @@ def cases(conn: psycopg.Connection[Any]) -> Iterator[Case]:
     yield Case("actions", "dash_jobs_count", "count: status = dead", dead | {"states": ["dead"]})
     yield Case("actions", "dash_jobs_batch", "a batch of 500: status = dead",
                dead | {"states": ["dead"], "limit": 500, "after_at": None, "after_id": None})
+    bound = {"bound": 10_001}  # data.BOUND + 1: exact up to 10,000 jobs, estimated beyond
+    yield Case("state bar", "dash_state_counts", "all types, 8 states", {"type": None} | bound)
+    yield Case("state bar", "dash_state_counts", "type = type_3", {"type": "type_3"} | bound)
+    yield Case("state bar", "dash_state_estimates", "beyond the bound: pg_stats",
+               {"schema": "jobkit", "type": None})
+    yield Case("jobs total", "dash_filter_count", "no filter (to the bound)", NO_FILTER | bound)
+    yield Case("jobs total", "dash_filter_count", "status = dead (to the bound)", dead | bound)
+    yield Case("jobs total", "dash_filter_estimate", "no filter: EXPLAIN's estimate", NO_FILTER,
+               planned=False)
+    yield Case("actions", "ops_jobs_sample", "confirm sample: status = dead",
+               dead | {"states": ["dead"], "limit": 10})
+    yield Case("overview", "dash_types_recent", "stale types: 5 candidates",
+               {"types": [f"type_{i}" for i in range(5)]})
     yield Case("job", "get", "by id", {"id": some[0]})
     yield Case("job", "history", "history", {"id": some[0]})
     yield Case("rate limits", "dash_snoozes", "last hour", {})
@@ -148,6 +162,8 @@ def measure(conn: psycopg.Connection[Any], case: Case) -> dict[str, Any]:
         t = time.perf_counter()
         conn.execute(sql, case.params).fetchall()  # type: ignore[arg-type]
         times.append((time.perf_counter() - t) * 1000)
+    if not case.planned:
+        return {"ms": statistics.median(times), "indexes": [], "seq": []}
     plan = conn.execute("explain (format json) " + sql, case.params).fetchone()[0]  # type: ignore[index, operator]
     nodes = list(_nodes(plan[0]["Plan"]))
     indexes = sorted({n["Index Name"] for n in nodes if "Index Name" in n})

@@ -259,25 +259,27 @@ values (%(actor)s, %(action)s, pg_catalog.jsonb_build_object('type', %(type)s::p
 {#- Issue 27: the state bar and every filter's total. A count reads at most `bound` rows through the
     partial index of its state (count over a LIMITed subquery), so it costs the same at a million
     jobs as at a thousand; beyond the bound the page shows an estimate, labelled as one. #}
-{% macro bounded_state(state, extra="") -%}
+{% macro bounded_state(state, extra="", order="") -%}
 (select pg_catalog.count(*) from (select 1 from {{ s }}.jobs
     where status operator(pg_catalog.=) '{{ state }}' {{ extra }}
       and (%(type)s::pg_catalog.text is null or type operator(pg_catalog.=) %(type)s)
-    limit %(bound)s) b)
+    {{ order }} limit %(bound)s) b)
 {%- endmacro %}
 
 -- name: dash_state_counts
 -- Jobs per state, all types or one, each counted up to `bound` rows (pass the bound plus one: a
 -- count above the bound means "more than that"). Each state reads its own partial index: pending
 -- jobs_claim_idx, processing jobs_lease_idx (a processing job's lease is never null: a check says
--- so), completed and cancelled jobs_finished_idx, failed jobs_failed_idx, dead jobs_dead_idx,
--- waiting and blocked jobs_parked_idx (0022).
+-- so), completed jobs_finished_idx, failed jobs_failed_idx, dead jobs_dead_idx, cancelled
+-- jobs_cancelled_idx and waiting and blocked jobs_parked_idx (0022). Completed and failed jobs
+-- are read newest first (the order of jobs_finished_idx and jobs_failed_idx), else the planner
+-- may read the table until the bound.
 select {{ bounded_state('pending') }} as pending,
        {{ bounded_state('waiting') }} as waiting,
        {{ bounded_state('blocked') }} as blocked,
        {{ bounded_state('processing', 'and lease_expires_at is not null') }} as processing,
-       {{ bounded_state('completed') }} as completed,
-       {{ bounded_state('failed') }} as failed,
+       {{ bounded_state('completed', order='order by completed_at desc') }} as completed,
+       {{ bounded_state('failed', order='order by completed_at desc') }} as failed,
        {{ bounded_state('dead') }} as dead,
        {{ bounded_state('cancelled') }} as cancelled
 

@@ -110,6 +110,8 @@ create index jobs_dead_idx on {{ s }}.jobs (type) where status = 'dead';
 -- Waiting and blocked jobs per type for the dashboard's state bar (0022): only rows in those two
 -- states are in it, so ordinary jobs never write to it.
 create index jobs_parked_idx on {{ s }}.jobs (type, status) where status operator(pg_catalog.=) any ('{waiting,blocked}');
+-- Cancelled jobs per type for the state bar (0022): only cancelled rows are in it.
+create index jobs_cancelled_idx on {{ s }}.jobs (type) where status = 'cancelled';
 -- The dashboard's jobs page lists newest first with keyset pagination on (created_at, id) and
 -- filters by a time range on created_at. Its index (0003's jobs_created_idx) cost every insert (+20%
 -- WAL a job), so it exists only when jobkit.toml asks for it ([dashboard] created_index = true, 0017):

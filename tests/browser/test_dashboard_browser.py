@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,11 +19,16 @@ from dashboard_seed import hold_state_changing_schedules, seed
 from jobkit.config import Settings
 from jobkit.connector import Database, Session
 from jobkit.dashboard import AuthConfig, Dashboard
+from jobkit.dashboard.filters import STATES
+from jobkit.jobs import NewJob
+from jobkit.lifecycle import Lifecycle
 from jobkit.ops.localdb import LocalCluster
 from jobkit.schema.deploy import DeployOptions, deploy
+from poll import wait_for
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as ready
 from selenium.webdriver.support.ui import WebDriverWait
@@ -102,10 +108,31 @@ def shot(driver: WebDriver, name: str) -> None:
     driver.set_window_size(1400, 1100)
 
 
-def counts(url: str) -> dict[str, int]:
+def counts(url: str, job_type: str | None = None) -> dict[str, int]:
+    """Jobs per state (every state the status check allows, zeros included), of one type or all."""
     with Database(url).session() as s:
-        return {r["status"]: int(r["n"]) for r in
-                s.all("select status, count(*) as n from jobkit.jobs group by status")}
+        found = {r["status"]: int(r["n"]) for r in
+                 s.all("select status, count(*) as n from jobkit.jobs where %(t)s::text is null or type = %(t)s "
+                       "group by status", {"t": job_type})}
+    return {state: found.get(state, 0) for state in STATES}
+
+
+def shots(driver: WebDriver, name: str, reload: bool = True) -> None:
+    """The page at 1280x800, light and dark (prefers-color-scheme emulated), for docs/img/; reloaded
+    in each (the charts are drawn in the scheme's colours at the window's width) unless it is the
+    answer to a POST."""
+    driver.set_window_size(1280, 800)
+    for scheme in ("light", "dark"):
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                               {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+        if reload:
+            driver.refresh()
+            WebDriverWait(driver, 10).until(ready.presence_of_element_located((By.TAG_NAME, "main")))
+            if driver.find_elements(By.ID, "series"):
+                WebDriverWait(driver, 10).until(ready.presence_of_element_located((By.CSS_SELECTOR, ".uplot canvas")))
+        driver.save_screenshot(str(ARTIFACTS / f"{name}-{scheme}.png"))
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    driver.set_window_size(1400, 1100)
 
 
 def test_refused_without_auth(browser: WebDriver, site: str) -> None:
@@ -118,7 +145,100 @@ def test_refused_without_auth(browser: WebDriver, site: str) -> None:
     WebDriverWait(browser, 10).until(ready.staleness_of(button))
     assert "was refused" in browser.find_element(By.CSS_SELECTOR, "[role=alert]").text
     shot(browser, "login")
+    shots(browser, "login", reload=False)
     console_errors(browser)  # the 401 of the refused sign-in is logged; it is expected here
+
+
+def test_run_now_is_queued(signed_in: WebDriver, site: str, seeded: str) -> None:
+    """"Run now" schedules a one-off pg_cron job; test_run_now_ran (the last test) waits for pg_cron's
+    minute, so the wait overlaps the tests between them."""
+    driver = signed_in
+    driver.get(f"{site}/schedules")
+    button = driver.find_element(By.ID, "run-sweep-stuck")
+    button.click()
+    WebDriverWait(driver, 10).until(ready.presence_of_element_located((By.ID, "queued")))
+    assert "run queued" in driver.find_element(By.CSS_SELECTOR, 'tr[data-schedule="sweep-stuck"]').text
+    assert console_errors(driver) == []
+
+
+def test_state_bar_counts_are_the_databases(signed_in: WebDriver, site: str, seeded: str) -> None:
+    driver = signed_in
+    for path, job_type in (("/", None), ("/jobs?type=send_email", "send_email")):
+        driver.get(site + path)
+        bar = {a.get_attribute("data-state"): a for a in driver.find_elements(By.CSS_SELECTOR, "#states a.state")}
+        shown = {state: int(a.get_attribute("data-count")) for state, a in bar.items() if state}
+        assert shown == counts(seeded, job_type), path
+        assert all(a.get_attribute("data-exact") == "true" for state, a in bar.items() if state)
+    bar["dead"].click()  # a link to the jobs of that state
+    WebDriverWait(driver, 10).until(ready.url_contains("status=dead"))
+    assert "type=send_email" in driver.current_url
+    total = driver.find_element(By.ID, "total-count").text
+    assert int(total.replace(",", "")) == counts(seeded, "send_email")["dead"]
+    assert console_errors(driver) == []
+
+
+def test_keyboard_moves_selects_and_retries_after_a_confirm(signed_in: WebDriver, site: str, seeded: str) -> None:
+    driver = signed_in
+    driver.get(f"{site}/jobs?type=sync_crm&status=dead")
+    body = driver.find_element(By.TAG_NAME, "body")
+    rows = driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr[data-id]")
+    body.send_keys("j")
+    body.send_keys("j")
+    assert "current" in rows[1].get_attribute("class")
+    body.send_keys("k")
+    assert "current" in rows[0].get_attribute("class") and "current" not in rows[1].get_attribute("class")
+    body.send_keys("/")
+    assert driver.switch_to.active_element.get_attribute("name") == "type"  # the filter's first field
+    driver.switch_to.active_element.send_keys(Keys.ESCAPE)
+    body.send_keys("x")
+    assert rows[0].find_element(By.CSS_SELECTOR, "input.pick").is_selected()
+    body.send_keys("r")
+    WebDriverWait(driver, 10).until(ready.url_contains("/actions/confirm"))
+    assert driver.find_element(By.ID, "confirm-title").text == "Retry 1 job?"  # confirmed first
+    sample = [a.get_attribute("title") for a in driver.find_elements(By.CSS_SELECTOR, "#sample a.mono")]
+    assert sample == [rows_id(seeded, "sync_crm", "dead")]
+    assert console_errors(driver) == []
+
+
+def rows_id(url: str, job_type: str, status: str) -> str:
+    """The newest job of the type and state: the jobs page's first row."""
+    with Database(url).session() as s:
+        return str(s.scalar("select id from jobkit.jobs where type = %s and status = %s "
+                            "order by created_at desc, id desc limit 1", (job_type, status)))
+
+
+def test_dark_mode_follows_the_system(signed_in: WebDriver, site: str) -> None:
+    driver = signed_in
+    backgrounds = {}
+    for scheme in ("light", "dark"):
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                               {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+        driver.get(f"{site}/jobs")
+        backgrounds[scheme] = driver.execute_script("return getComputedStyle(document.body).backgroundColor")
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    assert backgrounds == {"light": "rgb(255, 255, 255)", "dark": "rgb(15, 17, 21)"}
+    assert console_errors(driver) == []
+
+
+def test_auto_refresh_and_its_pause(signed_in: WebDriver, site: str, seeded: str) -> None:
+    driver = signed_in
+    driver.get(f"{site}/jobs?status=pending")
+    live = driver.find_element(By.ID, "live")
+    WebDriverWait(driver, 8).until(lambda d: live.get_attribute("data-refreshed"))
+    with Database(seeded).session() as s:  # a new job shows up without a reload
+        new = Lifecycle(s).enqueue(NewJob("send_email", {"to": "refresh@example.org"}))
+    WebDriverWait(driver, 8).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, f'#jobs tr[data-id="{new}"]'))
+    toggle = driver.find_element(By.ID, "refresh-toggle")
+    toggle.click()
+    assert toggle.get_attribute("aria-pressed") == "true"
+    stamp = live.get_attribute("data-refreshed")
+    time.sleep(5.5)
+    assert live.get_attribute("data-refreshed") == stamp  # paused: no refresh
+    driver.refresh()  # the pause is remembered
+    assert driver.find_element(By.ID, "refresh-toggle").get_attribute("aria-pressed") == "true"
+    driver.find_element(By.ID, "refresh-toggle").click()
+    assert console_errors(driver) == []
 
 
 def test_every_page_without_console_errors(signed_in: WebDriver, site: str, seeded: str) -> None:
@@ -127,13 +247,15 @@ def test_every_page_without_console_errors(signed_in: WebDriver, site: str, seed
     with Database(seeded).session() as s:
         dead_id = s.scalar("select id from jobkit.jobs where status = 'dead' order by created_at limit 1")
     pages = {"overview": "/", "jobs": "/jobs", "job": f"/jobs/{dead_id}", "schedules": "/schedules",
-             "ratelimits": "/ratelimits", "audit": "/actions", "overview-day": "/?window=1d"}
+             "ratelimits": "/ratelimits", "triggers": "/triggers", "audit": "/actions", "overview-day": "/?window=1d"}
     for name, path in pages.items():
         driver.get(site + path)
         WebDriverWait(driver, 10).until(ready.presence_of_element_located((By.TAG_NAME, "main")))
         if name.startswith("overview"):
             WebDriverWait(driver, 10).until(ready.presence_of_element_located((By.CSS_SELECTOR, ".uplot canvas")))
         shot(driver, name)
+        if name != "overview-day":
+            shots(driver, name)
         assert console_errors(driver) == [], name
         assert "error:" not in driver.find_element(By.TAG_NAME, "main").text, name
 
@@ -164,10 +286,14 @@ def test_retry_every_dead_job_matching_a_filter(signed_in: WebDriver, site: str,
     WebDriverWait(driver, 10).until(ready.staleness_of(button))
     heading = WebDriverWait(driver, 10).until(ready.presence_of_element_located((By.TAG_NAME, "h1")))
     assert heading.text == f"Retry {PER_STATE} jobs?"  # the count, confirmed first
+    assert "every job where type is resize_image and status is dead" in driver.find_element(By.ID, "confirm-target").text
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#sample tbody tr")) == 10
     shot(driver, "confirm")
+    shots(driver, "confirm", reload=False)
     driver.find_element(By.ID, "confirm").click()
     WebDriverWait(driver, 30).until(ready.presence_of_element_located((By.ID, "done")))  # htmx progress
     shot(driver, "action-progress")
+    shots(driver, "action-progress")
     after = counts(seeded)
     assert after["dead"] == before["dead"] - PER_STATE
     assert after["pending"] == before["pending"] + PER_STATE
@@ -206,3 +332,26 @@ def test_refused_without_the_csrf_token(signed_in: WebDriver, site: str, seeded:
     assert "CSRF token" in driver.find_element(By.TAG_NAME, "body").text
     assert counts(seeded) == before
     console_errors(driver)  # the 403 is logged by the browser; expected here
+
+
+def test_run_now_ran_in_pg_cron(signed_in: WebDriver, site: str, seeded: str) -> None:
+    """The one-off of test_run_now_is_queued ran at pg_cron's next minute: its run is in
+    cron.job_run_details, with the schedule's command, and the strip shows it meanwhile."""
+    name = seeded.rsplit("/", 1)[1].split("?")[0]
+    seen: dict[str, Any] = {}
+
+    def ran() -> bool:
+        with Database(seeded).with_dbname("postgres").session() as s:
+            seen["run"] = s.one("select d.status, d.command from cron.job_run_details d join cron.job j using (jobid) "
+                                "where j.database = %s and j.jobname like '%%:now:%%' "
+                                "and d.status in ('succeeded', 'failed')", (name,))
+        return seen["run"] is not None
+
+    wait_for(ran, 150, "pg_cron ran the one-off of run now", every=1)
+    assert seen["run"]["status"] == "succeeded" and "sweep_stuck()" in seen["run"]["command"]
+    driver = signed_in
+    driver.get(f"{site}/schedules")
+    strip = driver.find_elements(By.CSS_SELECTOR, 'tr[data-schedule="sweep-stuck"] .strip .run.ok')
+    assert strip, "the run shows in the schedule's strip"
+    shots(driver, "schedules")
+    assert console_errors(driver) == []

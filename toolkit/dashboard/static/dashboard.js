@@ -85,8 +85,8 @@
 
   function copied(button) {
     button.classList.add("copied");
-    button.textContent = "✓";
-    setTimeout(function () { button.classList.remove("copied"); button.textContent = "⧉"; }, 1200);
+    button.textContent = "copied";
+    setTimeout(function () { button.classList.remove("copied"); button.textContent = "copy"; }, 1200);
   }
 
   function copy(button) {

@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from dashboard_seed import hold_state_changing_schedules, schedule_built_ins, seed
 from jobkit.config import Settings
 from jobkit.connector import Database
@@ -254,3 +256,15 @@ def test_minute_passed() -> None:
     assert runnow.minute_passed("1 0 1 1 *", now)
     assert runnow.minute_passed("59 23 31 12 *", now)  # last year's December
     assert runnow.minute_passed("*/5 * * * *", now)  # not one of ours
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.text(max_size=200))
+def test_run_now_of_any_name_is_a_4xx(client: TestClient, name: str) -> None:
+    """Outside input: a schedule name that is no schedule's is 404 (or 400), never a 500, and
+    schedules nothing."""
+    token = csrf(client, "/schedules")
+    response = client.post("/schedules/run", data={"csrf": token, "name": name})
+    if name in {"sweep-stuck", "wake", "prune", "sweep-dead", "prune-cron-history"}:
+        return
+    assert response.status_code in (400, 404), (name, response.status_code, response.text[:200])

@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from dashboard_seed import hold_state_changing_schedules, schedule_built_ins, seed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from dashboard_seed import hold_state_changing_schedules, schedule_built_ins, seed
 from jobkit.config import Settings
 from jobkit.connector import Database
 from jobkit.cron import runnow

@@ -319,7 +319,8 @@ def test_the_confirmation_can_be_declined(db_url: str) -> None:
     _fill(db_url)
     before = _states(db_url)
     result = _jobkit(db_url, "jobs", "delete", "--type", "other", input="n\n")
-    assert result.exit_code == 1 and "delete 2 job(s) (matching type=other)?" in result.output
+    assert result.exit_code == 1 and "delete 2 job(s) (every job where type is other)?" in result.output
+    assert "the jobs:" in result.output and result.output.count("  other  dead") == 2  # the sample first
     assert _states(db_url) == before and _audit(db_url) == []
 
 

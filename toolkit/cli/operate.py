@@ -50,11 +50,13 @@ def act(state: State, verb: str, values: dict[str, Any]) -> None:
     actor = cli_actor(values["actor"])
     with app.db.session() as s:
         matched = operate.count(s, schema, op)
+        sample = operate.sample(s, schema, op) if not values["yes"] else []
     if op.ids is None and matched == 0:
         click.echo(f"nothing to {verb}: no job matches in a state {verb} applies to")
         return
     if not values["yes"] and (op.ids is None or verb == "delete"):
-        click.confirm(f"{verb} {matched} job(s) ({_what(op)})?", abort=True)
+        _show(sample, matched)
+        click.confirm(f"{verb} {matched} job(s) ({op.describe()})?", abort=True)
     with app.db.session() as s:
         audit_id = operate.start(s, schema, op, actor, matched)
     err = console(err=True)
@@ -107,10 +109,14 @@ def _operation(verb: str, values: dict[str, Any]) -> operate.Operation:
     return operate.Operation(verb, ids, flt, everything=values["everything"])
 
 
-def _what(op: operate.Operation) -> str:
-    if op.ids is not None:
-        return f"{len(op.ids)} given"
-    return "every job" if op.filter.empty else "matching " + op.filter.query_string()
+def _show(sample: list[dict[str, Any]], matched: int) -> None:
+    """The first jobs the action takes, as the dashboard's confirmation page lists them."""
+    if not sample:
+        return
+    click.echo(f"the first {len(sample)} of {matched}:" if matched > len(sample) else "the jobs:")
+    for row in sample:
+        error = f"  {row['error']}" if row.get("error") else ""
+        click.echo(f"  {row['id']}  {row['type']}  {row['status']}{error}")
 
 
 def _single(verb: str, job_id: Any, why: str) -> None:

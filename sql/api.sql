@@ -93,6 +93,21 @@ returns boolean language sql volatile set search_path = '' as $$
     select {{ s }}.snooze_job(p_id, p_attempt, p_delay)
 $$;
 
+create or replace function {{ api }}.suspend(
+    p_id uuid, p_attempt int, p_step text, p_occurrence int, p_kind text, p_events text[] default null,
+    p_keys text[] default null, p_due timestamptz default null, p_job_ids uuid[] default null,
+    p_delay interval default null
+) returns text language sql volatile set search_path = '' as $$
+    select {{ s }}.suspend_job(p_id, p_attempt, p_step, p_occurrence, p_kind, p_events, p_keys, p_due,
+                               p_job_ids, p_delay)
+$$;
+
+create or replace function {{ api }}.emit(p_name text, p_key text default null, p_data jsonb default null,
+                                          p_id text default null)
+returns bigint language sql volatile set search_path = '' as $$
+    select {{ s }}.emit(p_name, p_key, p_data, p_id)
+$$;
+
 create or replace function {{ api }}.extend(p_ids uuid[], p_attempts int[], p_by interval)
 returns setof uuid language sql volatile set search_path = '' as $$
     select * from {{ s }}.extend_leases(p_ids, p_attempts, p_by)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from .config import Settings, load_settings
 from .enqueue import enqueue, enqueue_async, enqueue_many, enqueue_many_async
+from .events import emit, emit_async
 from .exceptions import JobFailed, JobkitError, WaitTimeout
 from .handlers import Registry
 from .jobs import Job, JobResult, NewJob, Progress, Status
@@ -26,12 +27,13 @@ from .worker.backends.memory import MemoryBackend
 from .worker.backends.postgres import PostgresBackend
 from .worker.context import JobContext
 from .worker.durable import StepLost
+from .worker.waits import Event, EventSpec, Suspend
 from .worker.endpoint import WorkerEndpoint, create_app
 
 __all__ = [
-    "Job", "JobContext", "JobFailed", "JobResult", "JobkitError", "MemoryBackend", "NewJob", "Permanent",
+    "Event", "EventSpec", "Job", "JobContext", "JobFailed", "JobResult", "JobkitError", "MemoryBackend", "NewJob", "Permanent",
     "PostgresBackend", "Progress", "RateLimited", "Registry", "Retry", "Settings", "Status", "StepLost",
-    "WaitTimeout",
-    "WorkerEndpoint", "__version__", "create_app", "enqueue", "enqueue_async", "enqueue_many",
+    "Suspend", "WaitTimeout",
+    "WorkerEndpoint", "__version__", "create_app", "emit", "emit_async", "enqueue", "enqueue_async", "enqueue_many",
     "enqueue_many_async", "load_settings", "wait", "wait_async",
 ]

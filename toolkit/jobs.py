@@ -26,6 +26,8 @@ class Status(StrEnum):
     DEAD = "dead"
     #: stopped by cancel_job
     CANCELLED = "cancelled"
+    #: a durable job waiting (ctx.sleep, wait_for_event, wait_for_jobs): pending again when it ends
+    WAITING = "waiting"
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,23 @@ class StepRecord(NamedTuple):
     error: str | None
     tries: int
     started_at: datetime
+
+
+class WaitSpec(NamedTuple):
+    """What a waiting handler waits for (ctx.sleep, wait_for_event, wait_any, wait_for_jobs): its
+    step (name, occurrence: its outcome is stored as that step), its kind ('sleep', 'event',
+    'jobs'), the events (names with their keys, parallel; any one of them), the jobs (all of them)
+    and its due time (a sleep's end, else the timeout; None: none): ``due`` a time, ``delay`` from
+    the backend's now (both: the earlier)."""
+
+    step: str
+    occurrence: int
+    kind: str
+    due: datetime | None = None
+    delay: timedelta | None = None
+    events: tuple[str, ...] = ()
+    keys: tuple[str | None, ...] = ()
+    job_ids: tuple[UUID, ...] = ()
 
 
 #: The states in which a job waits for nothing more: wait() returns or raises on them.

@@ -19,7 +19,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 from uuid import UUID
 
 from .connector import Row, Session, json_param
-from .jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, StepRecord, TraceContext
+from .jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, StepRecord, TraceContext, WaitSpec
 from .queries import queries
 
 T = TypeVar("T")
@@ -75,6 +75,18 @@ class Statements:
 
     def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> Statement[bool]:
         return Statement(self.q["snooze"], {"id": job_id, "attempt": attempt, "delay": delay}, _flag)
+
+    def suspend(self, job_id: UUID, attempt: int, wait: WaitSpec) -> Statement[str | None]:
+        """End the attempt in a wait: 'waiting', 'pending' (resolved at once), None (fenced out)."""
+        return Statement(self.q["suspend"], suspend_params(job_id, attempt, wait), _text)
+
+    def emit(self, name: str, key: str | None = None, data: Any = None,
+             id: str | None = None) -> Statement[int]:  # noqa: A002 - the emit's own id
+        """Store an event and wake what waits for it: the event's id."""
+        return Statement(self.q["emit"], {"name": name, "key": key, "data": json_param(data), "id": id}, _count)
+
+    def sweep_waits(self) -> Statement[int]:
+        return Statement(self.q["sweep_waits"], {}, _count)
 
     def extend(self, running: Sequence[tuple[UUID, int]], by: timedelta) -> Statement[set[UUID]]:
         return Statement(self.q["extend"], {**running_params(running), "by": by}, _id_set)
@@ -186,6 +198,9 @@ class Lifecycle:
     complete = step(Statements.complete)
     fail = step(Statements.fail)
     snooze = step(Statements.snooze)
+    suspend = step(Statements.suspend)
+    emit = step(Statements.emit)
+    sweep_waits = step(Statements.sweep_waits)
     extend = step(Statements.extend)
     release = step(Statements.release)
     retry = step(Statements.retry)
@@ -263,6 +278,13 @@ def steps_params(steps: Sequence[StepRecord]) -> dict[str, Any]:
             "tries": [r.tries for r in steps], "started_at": [r.started_at for r in steps]}
 
 
+def suspend_params(job_id: UUID, attempt: int, wait: WaitSpec) -> dict[str, Any]:
+    return {"id": job_id, "attempt": attempt, "step": wait.step, "occurrence": wait.occurrence,
+            "kind": wait.kind, "events": list(wait.events) or None,
+            "keys": list(wait.keys) if wait.events else None, "due": wait.due,
+            "job_ids": list(wait.job_ids) or None, "delay": wait.delay}
+
+
 def running_params(running: Sequence[tuple[UUID, int]]) -> dict[str, str]:
     """(id, attempt) pairs as two array literals; uuids and ints need no quoting."""
     return {"ids": "{" + ",".join(str(r[0]) for r in running) + "}",
@@ -313,6 +335,10 @@ def _steps(rows: list[tuple[Any, ...]]) -> dict[tuple[UUID, str, int], Any]:
 
 def _pairs(rows: list[tuple[Any, ...]]) -> set[tuple[UUID, int]]:
     return {(r[0], r[1]) for r in rows}
+
+
+def _text(rows: list[tuple[Any, ...]]) -> str | None:
+    return None if not rows or rows[0][0] is None else str(rows[0][0])
 
 
 def _flag(rows: list[tuple[Any, ...]]) -> bool:

@@ -3,8 +3,9 @@
 **Inline**, no database and no worker process: :class:`InlineQueue` runs your Registry's handlers
 through the real worker code (the Drainer: retries with backoff, ``Retry``, ``RateLimited``,
 ``Permanent``, timeouts, typed payloads, ``max_attempts``) over the in-memory backend, on a clock
-of its own that jumps over backoff and delays, so a job that fails twice and then succeeds takes
-milliseconds::
+of its own that jumps over backoff, delays and sleeps (``ctx.sleep("3d")``, a wait's timeout), so a
+job that fails twice and then succeeds, or a workflow that sleeps three days, takes milliseconds
+(``queue.emit(...)`` sends the events its handlers wait for)::
 
     queue = InlineQueue(jobs)
     job_id = queue.enqueue("send_email", {"to": "a@example.com"})
@@ -70,9 +71,18 @@ class InlineQueue:
         return asyncio.run(self.backend.enqueue(job))
 
     def run(self, *, max_rounds: int = 10_000) -> int:
-        """Drain every type until no job is pending, jumping the clock to each next due time (so
-        backoff and delays cost no waiting). Returns how many attempts ran."""
+        """Drain every type until no job is pending and no sleep or wait timeout is left to pass,
+        jumping the clock to each next due time (so backoff, delays, sleeps and timeouts cost no
+        waiting). A job waiting for an event without a timeout stays 'waiting': ``emit`` it, then
+        ``run`` again. Returns how many attempts ran."""
         return asyncio.run(self._run(max_rounds))
+
+    def emit(self, name: str, key: str | int | None = None, data: Any = None, *, id: str | None = None) -> int:  # noqa: A002
+        """Like :func:`jobkit.emit`, into memory: the waits for it are resumed (``run`` runs them)."""
+        from .events import check_event
+
+        text_key, checked = check_event(name, key, data, id)
+        return asyncio.run(self.backend.emit(name, text_key, data, checked))
 
     def result(self, job_id: UUID) -> JobResult:
         """The job's state: status, result, last error, attempts, progress."""
@@ -92,7 +102,11 @@ class InlineQueue:
             for _ in range(max_rounds):
                 pending = await self.backend.due_types()
                 if not pending:
-                    return ran
+                    dues = [w.due for w in self.backend.waits.open.values() if w.due is not None]
+                    if not dues:
+                        return ran
+                    self._jump([min(dues) - self.clock()])  # over a sleep or a wait's timeout
+                    continue
                 claimed = 0
                 for job_type in pending:
                     claimed += (await drainer.drain(job_type)).claimed

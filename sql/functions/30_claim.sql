@@ -39,6 +39,11 @@ begin
     if array_position(v_paused, null) is not null then
         return;  -- the type is paused
     end if;
+    -- Waiting jobs of the type whose sleep ended or whose wait timed out become pending here, so
+    -- that the wake-up at their due time claims them (47_waits.sql). No wait: one empty index probe.
+    if exists (select 1 from {{ s }}.job_waits w where w.type = p_type and w.due <= now()) then
+        perform {{ s }}._wake_due(p_type, greatest(v_limit, 1), false);
+    end if;
     v_key := coalesce(p_rate_key, v_key);
     if v_fair then
         return query select * from {{ s }}._claim_fair(p_type, v_limit, p_worker, p_lease, v_key,

@@ -191,7 +191,7 @@ begin
 end
 $$;
 
--- Tell waiters (jobkit.wait) that these jobs finished: one notification per 200 ids, only for the
+-- These jobs finished: resolve the jobs waits on them (ctx.wait_for_jobs), and tell waiters (jobkit.wait): one notification per 200 ids, only for the
 -- ids someone registered with wait_on (0014), whose rows it deletes. Nobody waiting (no row at all):
 -- one probe of an empty table, and no NOTIFY, whose commit-time lock serialises every committer.
 create or replace function {{ s }}._notify_done(p_ids uuid[]) returns void
@@ -199,6 +199,7 @@ language plpgsql volatile set search_path = '' as $$
 declare
     v_waited uuid[];
 begin
+    perform {{ s }}._jobs_finished(p_ids);  -- jobs waits (ctx.wait_for_jobs) on these: 47_waits.sql
     if not exists (select from {{ s }}.waiters) then
         return;
     end if;

@@ -21,8 +21,8 @@ begin
 end
 $$;
 
--- Cancel a pending or processing job. A running attempt may finish, but its result is refused.
--- Waiters are notified.
+-- Cancel a pending, waiting or processing job. A running attempt may finish, but its result is
+-- refused. A waiting job's wait is dropped. Waiters are notified.
 create or replace function {{ s }}.cancel_job(p_id uuid) returns boolean
 language plpgsql volatile set search_path = '' as $$
 declare
@@ -30,7 +30,7 @@ declare
 begin
     with target as (
         select j.id, j.status as was from {{ s }}.jobs j
-        where j.id = p_id and j.status in ('pending', 'processing')
+        where j.id = p_id and j.status in ('pending', 'processing', 'waiting')
         for update
     ), changed as (
         update {{ s }}.jobs j
@@ -48,6 +48,7 @@ begin
     if v_id is null then
         return false;
     end if;
+    delete from {{ s }}.job_waits w where w.job_id = v_id;
     perform {{ s }}._notify_done(array[v_id]);
     return true;
 end
@@ -90,6 +91,8 @@ language sql volatile set search_path = '' as $$
         delete from {{ s }}.job_attempts a using gone g where a.job_id = g.id
     ), steps as (
         delete from {{ s }}.job_steps t using gone g where t.job_id = g.id
+    ), waits as (
+        delete from {{ s }}.job_waits w using gone g where w.job_id = g.id
     )
     select count(*)::int from gone
 $$;

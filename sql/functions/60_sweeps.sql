@@ -14,6 +14,7 @@ declare
     v_due timestamptz[];
     r record;
 begin
+    perform {{ s }}.sweep_waits();  -- waits nothing resolved (a lost wake-up): 47_waits.sql
     with expired as (
         select e.id, {{ s }}.attempt_limit(e.max_attempts, e.handler_max_attempts,
                                           coalesce(t.max_attempts, d.max_attempts)) as round_limit

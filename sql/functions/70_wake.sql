@@ -135,7 +135,7 @@ begin
 end
 $$;
 
--- When the next pending job of a type becomes due (null: none), by a skip scan over the claim
+-- When the next pending job of a type becomes due, or its next waiting job's wait ends (null: none), by a skip scan over the claim
 -- index: one probe per distinct priority, however many jobs are pending.
 create or replace function {{ s }}.next_due(p_type text) returns timestamptz
 language plpgsql stable set search_path = '' as $$
@@ -158,7 +158,9 @@ begin
         where j.type = p_type and j.status = 'pending' and j.priority < v_priority
         order by j.priority desc limit 1;
     end loop;
-    return v_best;
+    -- a waiting job's sleep end or timeout (47_waits.sql): the worker's timer claims it then
+    return least(v_best, (select min(w.due) from {{ s }}.job_waits w
+                         where w.type = p_type and w.due is not null));
 end
 $$;
 

@@ -40,6 +40,20 @@ select id, status from {{ s }}.fail_jobs(%(ids)s, %(attempts)s, %(errors)s, %(re
 -- name: snooze
 select {{ s }}.snooze_job(%(id)s, %(attempt)s, %(delay)s) as ok
 
+-- name: suspend
+-- End an attempt in a wait (ctx.sleep, wait_for_event, wait_any, wait_for_jobs): 'waiting',
+-- 'pending' (resolved at once), or null when fenced out.
+select {{ s }}.suspend_job(%(id)s, %(attempt)s, %(step)s, %(occurrence)s, %(kind)s,
+                           %(events)s::pg_catalog.text[], %(keys)s::pg_catalog.text[], %(due)s,
+                           %(job_ids)s::pg_catalog.uuid[], %(delay)s::interval) as status
+
+-- name: emit
+-- Store an event and wake what waits for it (jobkit.emit): the event's id.
+select {{ s }}.emit(%(name)s, %(key)s, %(data)s::pg_catalog.jsonb, %(id)s) as id
+
+-- name: sweep_waits
+select {{ s }}.sweep_waits() as woken
+
 -- name: sweep_stuck
 select id, status from {{ s }}.sweep_stuck()
 

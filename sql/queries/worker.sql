@@ -25,7 +25,10 @@ select extract(epoch from {{ s }}.token_wait(%(key)s))::pg_catalog.float8 as sec
 select {{ s }}.due_count(%(type)s) as due
 
 -- name: due_types
+-- Types with pending jobs, and types with a waiting job whose sleep ended or wait timed out.
 select t as type from {{ s }}.pending_types() as p(t)
+union
+select distinct w.type from {{ s }}.job_waits w where w.due operator(pg_catalog.<=) pg_catalog.now()
 
 -- name: next_due
 -- Seconds until the type's next pending job is due, by the database's clock (null: none pending).

@@ -133,7 +133,7 @@ create table {{ s }}.job_attempts (
     finished_at timestamptz not null default now(),
     outcome     text not null
                 check (outcome in ('completed', 'retry', 'failed', 'snoozed', 'released', 'lease_expired',
-                                   'cancelled')),
+                                   'cancelled', 'waited')),
     error       text,
     duration    interval generated always as (finished_at - started_at) stored
 ) with (autovacuum_vacuum_insert_scale_factor = 0.02);
@@ -330,7 +330,50 @@ create table {{ s }}.job_steps (
     tries       int not null default 1 check (tries >= 1),  -- in-process tries (retries=) it took
     started_at  timestamptz not null,
     finished_at timestamptz not null default now(),
+    kind        text not null default 'step',  -- 'wait': a sleep's or a wait's outcome (0019)
     primary key (job_id, name, occurrence)
+);
+
+-- Open waits (0019): a waiting job's one wait (ctx.sleep, wait_for_event, wait_any, wait_for_jobs).
+-- Resolving it deletes the row, records its outcome as a job_steps row of kind 'wait' and makes
+-- the job pending (sql/functions/47_waits.sql).
+create table {{ s }}.job_waits (
+    job_id      uuid primary key,
+    type        text not null,  -- the job's type: the claim of a type resolves its due waits
+    step        text not null,  -- the wait's step name and occurrence (its job_steps row once resolved)
+    occurrence  int not null check (occurrence >= 1),
+    attempt     int not null,  -- the attempt that waited
+    kind        text not null check (kind in ('sleep', 'event', 'jobs')),
+    events      text[],  -- event waits: name || chr(31) || key of each event it waits for (any one)
+    job_ids     uuid[],  -- jobs waits: the jobs it waits for (all of them)
+    due         timestamptz,  -- a sleep's end, a wait's timeout; null: none
+    created_at  timestamptz not null default now()
+);
+create index job_waits_due_idx on {{ s }}.job_waits (type, due) where due is not null;
+create index job_waits_events_idx on {{ s }}.job_waits using gin (events);
+create index job_waits_jobs_idx on {{ s }}.job_waits using gin (job_ids);
+
+-- Events (jobkit.emit, 0019): one row per emit, a generation of its name and key, kept until
+-- expires_at. A wait registered after an emit still sees it (latch).
+create table {{ s }}.events (
+    id          bigint generated always as identity primary key,
+    name        text not null check (pg_catalog.char_length(name) between 1 and 200),
+    key         text not null default '' check (pg_catalog.char_length(key) <= 1000),
+    generation  int not null check (generation >= 1),  -- the n-th event of this name and key
+    data        jsonb,
+    dedupe      text,  -- emit(id => ...): an emit retried with the same id is the same event
+    emitted_at  timestamptz not null default now(),
+    expires_at  timestamptz not null
+);
+create index events_lookup_idx on {{ s }}.events (name, key, emitted_at);
+create unique index events_dedupe_idx on {{ s }}.events (name, key, dedupe) where dedupe is not null;
+create index events_expires_idx on {{ s }}.events (expires_at);
+
+-- [events."<name>"] of jobkit.toml (0019), written by deploy: subscriber types and retention.
+create table {{ s }}.event_config (
+    name        text primary key,
+    types       text[] not null default '{}',  -- subscribers: one job of each per event
+    retention   interval  -- how long its events are kept (null: 7 days)
 );
 
 -- The jobs someone waits on (jobkit.wait registers them with wait_on, 0014): a finishing statement
@@ -359,3 +402,6 @@ alter table {{ s }}.wake_sent enable row level security;
 alter table {{ s }}.row_triggers enable row level security;
 alter table {{ s }}.job_steps enable row level security;
 alter table {{ s }}.waiters enable row level security;
+alter table {{ s }}.job_waits enable row level security;
+alter table {{ s }}.events enable row level security;
+alter table {{ s }}.event_config enable row level security;

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ..retries import RateLimited
+from .waits import Suspend
 
 
 class Phase(StrEnum):
@@ -31,6 +32,7 @@ class Outcome(StrEnum):
     RETRY = "retry"  # it failed and the job is pending again (backoff)
     FAILED = "failed"  # it failed for good (Permanent, or its last attempt)
     SNOOZED = "snoozed"  # RateLimited: pending again, the attempt not consumed
+    WAITED = "waited"  # ctx.sleep / wait_for_event / ...: the job waits, the attempt not consumed
     RELEASED = "released"  # handed back by a stopping worker, the attempt not consumed
     CANCELLED = "cancelled"  # cancel_job stopped it while it ran: nothing more recorded
     LOST = "lost"  # fenced out: the attempt no longer held its job when its outcome arrived
@@ -82,6 +84,11 @@ class Raised:
     def snooze(self) -> RateLimited | None:
         """The RateLimited that snoozes the job (None: the attempt failed)."""
         return self.error if isinstance(self.error, RateLimited) else None
+
+    @property
+    def wait(self) -> Suspend | None:
+        """The Suspend that makes the job wait (ctx.sleep & co; None: not a wait)."""
+        return self.error if isinstance(self.error, Suspend) else None
 
 
 #: How a handler ended its attempt.

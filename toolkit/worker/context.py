@@ -12,17 +12,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
-from datetime import timedelta
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from ..exceptions import ConfigError
-from ..jobs import Claimed
+from ..jobs import Claimed, WaitSpec
 from ..retries import RateLimited
 from .backends import Backend
 from .durable import StepPolicy, Steps
 from .progress import Reported, progress_json
+from .waits import Duration, EventSpec, Suspend, delay_of, event_spec, job_ids_of, outcome, until_of
 
 T = TypeVar("T")
 log = logging.getLogger("jobkit.job")
@@ -160,6 +161,69 @@ class JobContext:
         steps = self._durable()
         return await steps.run_transaction(name, steps.next(name), fn, args, kwargs)
 
+    # ---- waits that free the worker (worker/waits.py) --------------------------------------------------
+
+    def sleep(self, duration: Duration, *, name: str = "sleep") -> Any:
+        """Sleep ``duration`` ("3d", seconds or a timedelta) without holding a worker: the attempt
+        ends here (not consumed), the job waits, and when the time has come its handler replays
+        (completed steps return their stored results) and this returns None. ``await`` it in an
+        async handler. A wait is a durable step: ``name`` and its occurrence identify it."""
+        delay = delay_of(duration, "ctx.sleep")
+        return self._wait(name, lambda n: WaitSpec(name, n, "sleep", delay=delay))
+
+    def sleep_until(self, when: datetime, *, name: str = "sleep") -> Any:
+        """Like ``sleep``, until the aware datetime ``when``."""
+        due = until_of(when)
+        return self._wait(name, lambda n: WaitSpec(name, n, "sleep", due=due))
+
+    @staticmethod
+    def event(name: str, key: str | int | None = None) -> EventSpec:
+        """An event to wait for with ``wait_any``."""
+        return event_spec(name, key)
+
+    def wait_for_event(self, event: str, *, key: str | int | None = None,
+                       timeout: Duration | None = None, name: str | None = None) -> Any:
+        """Wait, holding no worker, for the event ``event`` with ``key`` (jobkit.emit): returns the
+        :class:`~jobkit.worker.waits.Event` (its ``data``), or None when ``timeout`` passed first.
+        An event emitted after the job was enqueued and before this wait still counts (latch);
+        each event is returned once per job."""
+        spec = event_spec(event, key)
+        return self.wait_any(spec, timeout=timeout, name=name or f"event:{event}"[:200])
+
+    def wait_any(self, *events: EventSpec | str, timeout: Duration | None = None,
+                 name: str = "wait_any") -> Any:
+        """Wait for whichever of ``events`` (``ctx.event(name, key=...)`` or names) comes first:
+        the :class:`~jobkit.worker.waits.Event`, or None when ``timeout`` passed first."""
+        specs = [e if isinstance(e, EventSpec) else event_spec(e) for e in events]
+        if not specs:
+            raise ConfigError("ctx.wait_any needs at least one event",
+                              hint='ctx.wait_any(ctx.event("order.shipped", key=order_id), timeout="3d")')
+        delay = None if timeout is None else delay_of(timeout, "timeout")
+        return self._wait(name, lambda n: WaitSpec(name, n, "event", delay=delay,
+                                                   events=tuple(s.name for s in specs),
+                                                   keys=tuple(s.key for s in specs)))
+
+    def wait_for_jobs(self, ids: Iterable[UUID | str], *, timeout: Duration | None = None,
+                      name: str = "wait_for_jobs") -> Any:
+        """Wait, holding no worker, until all of these jobs have finished (completed, failed,
+        dead, cancelled or deleted): returns {job id: its status}, or None when ``timeout`` passed
+        first."""
+        job_ids = job_ids_of(ids)
+        if self.job.id in job_ids:
+            raise ConfigError("a job cannot wait for itself", hint="pass the ids of the jobs it started")
+        delay = None if timeout is None else delay_of(timeout, "timeout")
+        return self._wait(name, lambda n: WaitSpec(name, n, "jobs", delay=delay, job_ids=job_ids))
+
+    def _wait(self, name: str, make: Callable[[int], WaitSpec]) -> Any:
+        steps = self._durable()
+        spec = make(steps.next(name))
+        if _in_loop_thread(self._loop):
+            return _waited(steps, spec)
+        found, value = steps._wait(steps.stored(spec.step, spec.occurrence))
+        if found:
+            return outcome(spec.kind, value)
+        raise Suspend(spec)
+
     def _durable(self) -> Steps:
         if self._steps is None:
             self._steps = Steps(self.job, self._backend, self._loop)
@@ -185,6 +249,13 @@ class JobContext:
         if _in_loop_thread(self._loop):
             return make()
         return asyncio.run_coroutine_threadsafe(make(), self._loop).result()
+
+
+async def _waited(steps: Steps, spec: WaitSpec) -> Any:
+    found, value = await steps.stored(spec.step, spec.occurrence)
+    if found:
+        return outcome(spec.kind, value)
+    raise Suspend(spec)
 
 
 def _bound(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], Any]:

@@ -450,11 +450,12 @@ class Drainer:
             if isinstance(verdict, Outcome):  # cancelled: cancel_job recorded it; a late result is dropped
                 self._dropped(running)
                 continue
-            if running.trace is not None and isinstance(verdict, Raised) and verdict.snooze is None:
+            paused = isinstance(verdict, Raised) and (verdict.snooze is not None or verdict.wait is not None)
+            if running.trace is not None and isinstance(verdict, Raised) and not paused:
                 running.trace.ran(verdict.error)
-            if isinstance(verdict, Raised) and verdict.snooze is not None and running.reported is not None \
-                    and running.reported.pending:  # a snooze: its last report now (completions and
-                await self._tending.write_progress([running], loop.time())  # failures: with their batch)
+            # a snooze or a wait: its last report now (completions and failures: with their batch)
+            if paused and running.reported is not None and running.reported.pending:
+                await self._tending.write_progress([running], loop.time())
             self._recorder.record(running, verdict)
 
     async def _execute(self, running: Running, handler: Handler | None) -> Ended:

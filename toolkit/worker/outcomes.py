@@ -27,6 +27,7 @@ class DrainSummary:
     completed: int = 0
     failed: int = 0
     snoozed: int = 0
+    waited: int = 0  # ended in a wait (ctx.sleep & co): the job waits, holding no worker
     released: int = 0
     lost: int = 0  # fenced out: the attempt no longer held the job when it finished
     cancelled: int = 0  # cancelled while this worker held them (cancel_job): nothing recorded

@@ -32,6 +32,7 @@ from .handler import UNKNOWN_LEASE, Handler
 from .metrics import Observer, Quiet
 from .outcomes import DrainSummary, failure, last_line
 from .progress import Reported
+from .waits import Suspend
 
 log = logging.getLogger("jobkit.worker")
 T = TypeVar("T")
@@ -102,6 +103,11 @@ class Recorder:
             running.result = ended.result
             _traced(running, "complete_jobs")
             self._completer.submit(running)
+        elif (waiting := ended.wait) is not None:
+            _traced(running, "suspend")
+            task = asyncio.ensure_future(self._suspend(running, waiting))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         elif (limited := ended.snooze) is not None:
             _traced(running, "snooze_job")
             task = asyncio.ensure_future(self._snooze(running, limited))
@@ -228,6 +234,18 @@ class Recorder:
             if snoozed:
                 self.observer.snoozed(running.job.type)
             outcome = Outcome.SNOOZED if snoozed else Outcome.LOST
+        finally:
+            self._ended(running, outcome)
+
+    async def _suspend(self, running: Running, waiting: Suspend) -> None:
+        outcome = Outcome.UNRECORDED
+        try:
+            status = await _retrying(lambda: self.backend.suspend(
+                running.job.id, running.job.attempts, waiting.wait))
+        except Exception as exc:  # noqa: BLE001 - the lease expires and the sweep retries it (it replays)
+            log.error("recording the wait of job %s failed: %s", running.job.id, exc)
+        else:
+            outcome = Outcome.WAITED if status is not None else Outcome.LOST
         finally:
             self._ended(running, outcome)
 

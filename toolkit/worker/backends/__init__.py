@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
-from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, StepRecord, TraceContext
+from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, StepRecord, TraceContext, WaitSpec
 
 
 class Backend(Protocol):
@@ -42,6 +42,19 @@ class Backend(Protocol):
     async def fail(self, failures: Sequence[Failure]) -> dict[UUID, str]: ...
 
     async def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> bool: ...
+
+    async def suspend(self, job_id: UUID, attempt: int, wait: WaitSpec) -> str | None:
+        """End a running attempt in a wait (ctx.sleep & co, fenced; the attempt is not consumed):
+        'waiting', 'pending' when what it waits for is there already (resolved at once), None when
+        the attempt no longer holds the job."""
+        ...
+
+    async def emit(self, name: str, key: str | None = None, data: Any = None,
+                   id: str | None = None) -> int:  # noqa: A002 - the emit's own id
+        """Store an event (a new generation of its name and key; the same ``id`` again: the same
+        event) and, in the same transaction, resolve the waits registered for it and enqueue one
+        job per subscriber type. Returns the event's id."""
+        ...
 
     async def extend(self, running: Sequence[tuple[UUID, int]], by: timedelta) -> set[UUID]: ...
 

@@ -24,6 +24,7 @@ from ...config import RateLimitConfig, TypeConfig
 from ...exceptions import DatabaseError
 from ...jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, Status, StepRecord, TraceContext
 from ..attempt import Outcome
+from .memory_waits import Waits, WaitsInMemory
 
 MIN_LEASE = 5.0
 DEFAULTS = TypeConfig()
@@ -67,7 +68,7 @@ class _Bucket:
     at: float
 
 
-class MemoryBackend:
+class MemoryBackend(WaitsInMemory):
     """A Backend (see __init__.py) whose database is a dict."""
 
     def __init__(
@@ -94,6 +95,7 @@ class MemoryBackend:
         self.wake_nonces: dict[str, datetime] = {}  # signed wake-ups consumed -> when their window ends
         #: the job_steps table: (job id, name, occurrence) -> its record (durable steps, ctx.step)
         self.steps: dict[tuple[UUID, str, int], StepRecord] = {}
+        self.waits = Waits()  # job_waits, events, event_config (memory_waits.py)
 
     # ---- the Backend protocol ---------------------------------------------------------------------
 
@@ -122,6 +124,7 @@ class MemoryBackend:
         if lease.total_seconds() < MIN_LEASE:
             raise DatabaseError("jobkit.claim_jobs: p_lease must be at least 5 seconds")
         now = self.clock()
+        self._wake_due(job_type)  # waits whose time has come are pending now (as claim_jobs does)
         due = self._due(job_type, now)
         if self._config(job_type).fair:
             due = self._fair(job_type, due, max(limit, 0))
@@ -143,6 +146,7 @@ class MemoryBackend:
                 row.status, row.result, row.completed_at = "completed", results[job_id], self.clock()
                 row.lease_expires_at, row.updated_at = None, self.clock()
                 accepted.add(job_id)
+        self._jobs_finished(list(accepted))
         return accepted
 
     async def fail(self, failures: Sequence[Failure]) -> dict[UUID, str]:
@@ -153,6 +157,7 @@ class MemoryBackend:
             row = self._held(f.id, f.attempt)
             if row is not None:
                 statuses[f.id] = self._fail_one(row, f)
+        self._jobs_finished([i for i, s in statuses.items() if s == "failed"])
         return statuses
 
     async def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> bool:
@@ -252,10 +257,13 @@ class MemoryBackend:
         return min(len(self._due(job_type, self.clock())), 1000)
 
     async def due_types(self) -> list[str]:
-        return sorted({r.type for r in self.rows.values() if r.status == "pending"})
+        return sorted({r.type for r in self.rows.values() if r.status == "pending"}
+                      | {w.type for w in self._due_waits()})
 
     async def next_due(self, job_type: str) -> float | None:
         times = [r.scheduled_for for r in self.rows.values() if r.type == job_type and r.status == "pending"]
+        if (wait := self._next_wait(job_type)) is not None:
+            times.append(wait)
         return min(times) - self.clock() if times else None
 
     async def worker_keys(self) -> list[str]:
@@ -286,6 +294,7 @@ class MemoryBackend:
 
     def sweep_stuck(self) -> dict[UUID, str]:
         """Expired leases: pending with backoff while the round has attempts left, else failed."""
+        self.sweep_waits()
         now, swept = self.clock(), {}
         for row in self.rows.values():
             if row.status == "processing" and row.lease_expires_at is not None and row.lease_expires_at < now:

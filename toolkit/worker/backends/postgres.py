@@ -50,6 +50,8 @@ class PostgresBackend:
     complete = step(Statements.complete)
     fail = step(Statements.fail)
     snooze = step(Statements.snooze)
+    suspend = step(Statements.suspend)
+    emit = step(Statements.emit)
     extend = step(Statements.extend)
     release = step(Statements.release)
     get = step(Statements.get)

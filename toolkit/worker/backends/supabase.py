@@ -21,7 +21,7 @@ from postgrest import APIError, AsyncPostgrestClient
 from supabase import AsyncClient, AsyncClientOptions, acreate_client
 
 from ...exceptions import ConfigError, ConnectionFailed, DatabaseError
-from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, StepRecord, TraceContext
+from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, StepRecord, TraceContext, WaitSpec
 from ...lifecycle import enqueue_many_params
 
 _HINTS = {
@@ -119,6 +119,20 @@ class SupabaseBackend:
     async def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> bool:
         return bool(await self._rpc("snooze", {
             "p_id": str(job_id), "p_attempt": attempt, "p_delay": _interval(delay)}))
+
+    async def suspend(self, job_id: UUID, attempt: int, wait: WaitSpec) -> str | None:
+        status = await self._rpc("suspend", {
+            "p_id": str(job_id), "p_attempt": attempt, "p_step": wait.step, "p_occurrence": wait.occurrence,
+            "p_kind": wait.kind, "p_events": list(wait.events) or None,
+            "p_keys": list(wait.keys) if wait.events else None,
+            "p_due": None if wait.due is None else wait.due.isoformat(),
+            "p_job_ids": [str(i) for i in wait.job_ids] or None,
+            "p_delay": None if wait.delay is None else _interval(wait.delay)})
+        return None if status is None else str(status)
+
+    async def emit(self, name: str, key: str | None = None, data: Any = None,
+                   id: str | None = None) -> int:  # noqa: A002 - the emit's own id
+        return int(await self._rpc("emit", {"p_name": name, "p_key": key, "p_data": data, "p_id": id}))
 
     async def extend(self, running: Sequence[tuple[UUID, int]], by: timedelta) -> set[UUID]:
         ids = await self._rpc("extend", {

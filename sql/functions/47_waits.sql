@@ -138,7 +138,7 @@ begin
                 using errcode = '22023', hint = 'call ctx.wait_for_event("order.shipped", key="42")';
         end if;
         v_tokens := array(select {{ s }}._event_token(u.n, u.k)
-                          from pg_catalog.unnest(p_events, p_keys) as u(n, k) where u.n is not null);
+                          from unnest(p_events, p_keys) as u(n, k) where u.n is not null);
         perform {{ s }}._lock_events(v_tokens);
     elsif p_kind = 'jobs' then
         if coalesce(pg_catalog.cardinality(p_job_ids), 0) = 0 or p_id = any (p_job_ids)
@@ -168,7 +168,7 @@ begin
     if p_kind = 'event' then  -- latch: the earliest event it has not consumed yet, since the job began
         select e.* into v_event
         from {{ s }}.events e
-        join pg_catalog.unnest(p_events, p_keys) as u(n, k) on e.name = u.n and e.key = coalesce(u.k, '')
+        join unnest(p_events, p_keys) as u(n, k) on e.name = u.n and e.key = coalesce(u.k, '')
         where e.emitted_at >= v_job.created_at and e.expires_at > pg_catalog.now()
           and not exists (select 1 from {{ s }}.job_steps s
                           where s.job_id = p_id and s.kind = 'wait' and s.result ->> 'id' = e.id::text)

@@ -18,7 +18,7 @@ import pytest
 from jobkit.config import Backoff, RateLimitConfig, Settings, TypeConfig
 from jobkit.connector import Database
 from jobkit.exceptions import DatabaseError
-from jobkit.jobs import Failure, NewJob, Progress, Status, StepRecord
+from jobkit.jobs import Failure, NewJob, Progress, Status, StepRecord, WaitSpec
 from jobkit.results import wait_async
 from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.worker.backends import Backend
@@ -329,6 +329,43 @@ def test_steps_are_stored_fenced_and_never_overwritten(run: Run[Any]) -> None:
         with pytest.raises(DatabaseError, match="name of 1 to 200"):
             await b.save_steps([rec(other, o, "", 1, 1)])
         assert len(await b.load_steps([job_id])) == 3 and await b.save_steps([]) == set()
+
+    run(body)
+
+
+def test_a_wait_suspends_the_attempt_and_its_outcome_is_replayed(run: Run[Any]) -> None:
+    """Waits (issue 25): suspend is fenced and gives the attempt back; the job waits; an emit resolves
+    the waits registered before it (its event stored as the wait's step) and a later wait sees it
+    (latch); a wait whose time has passed is resolved at once (None); jobs waits resolve when their
+    jobs finish; an emit retried with the same id is the same event."""
+    async def body(b: Backend) -> None:
+        ids = await b.enqueue_many([NewJob("t", i) for i in range(5)])
+        claimed = {c.id: c for c in await b.claim("t", 5, "w", LEASE)}
+        at = {i: claimed[i].attempts for i in ids}
+        shipped = WaitSpec("event:shipped", 1, "event", delay=timedelta(hours=1), events=("shipped",), keys=("42",))
+        assert await b.suspend(ids[0], at[ids[0]] + 1, shipped) is None  # fenced
+        assert await b.suspend(ids[0], at[ids[0]], shipped) == "waiting"
+        job = await b.get(ids[0])
+        assert job is not None and job.status == Status.WAITING and job.attempts == 0
+        assert await b.claim("t", 5, "w", LEASE) == []
+        event_id = await b.emit("shipped", "42", {"carrier": "ups"}, "evt_1")
+        assert await b.emit("shipped", "42", {"carrier": "ups"}, "evt_1") == event_id  # retried: the same
+        assert await _status(b, ids[0]) == Status.PENDING
+        stored = (await b.load_steps([ids[0]]))[(ids[0], "event:shipped", 1)]
+        assert stored["data"] == {"carrier": "ups"} and stored["id"] == event_id and stored["generation"] == 1
+        assert await b.suspend(ids[1], at[ids[1]], shipped) == "pending"  # latch: emitted before it waited
+        assert (await b.load_steps([ids[1]]))[(ids[1], "event:shipped", 1)]["id"] == event_id
+        late = WaitSpec("sleep", 1, "sleep", due=_now() - timedelta(seconds=1))
+        assert await b.suspend(ids[2], at[ids[2]], late) == "pending"
+        assert await b.load_steps([ids[2]]) == {(ids[2], "sleep", 1): None}
+        children = WaitSpec("kids", 1, "jobs", job_ids=(ids[4],))
+        assert await b.suspend(ids[3], at[ids[3]], children) == "waiting"
+        assert await b.complete([(ids[4], at[ids[4]], None)]) == {ids[4]}
+        assert await _status(b, ids[3]) == Status.PENDING
+        assert (await b.load_steps([ids[3]]))[(ids[3], "kids", 1)] == {"jobs": {str(ids[4]): "completed"}}
+        assert {c.id for c in await b.claim("t", 5, "w", LEASE)} == set(ids[:4])
+        with pytest.raises(DatabaseError, match="name of 1 to 200"):
+            await b.emit("", None, None, None)
 
     run(body)
 

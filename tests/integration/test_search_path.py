@@ -39,7 +39,7 @@ from jobkit.connector import Database, Session
 from jobkit.cron import schedules as scheduling
 from jobkit.cron.pg_cron import CronJobs, CronSite
 from jobkit.handlers import RateLimited, Registry
-from jobkit.jobs import Failure, NewJob, StepRecord
+from jobkit.jobs import Failure, NewJob, StepRecord, WaitSpec
 from jobkit.lifecycle import Lifecycle
 from jobkit.ops import doctor
 from jobkit.ops.localdb import LocalCluster
@@ -628,6 +628,22 @@ def _manager(session: Session) -> None:
     held = manager.session.run(manager.sql.save_steps([step], hold=True))
     assert held == {(fair[0].id, fair[0].attempts)}
     assert manager.session.run(manager.sql.load_steps([fair[0].id])) == {(fair[0].id, "charge", 1): {"ok": 1}}
+    # Sleeps, waits and events (47_waits.sql): each kind of wait, and each way one is resolved.
+    session.execute(f"insert into {ident(SCHEMA)}.event_config (name, types) values ('paid', '{{manual}}')")
+    manager.enqueue_many([NewJob("waits", {}) for _ in range(4)])
+    ws = manager.claim("waits", 4, "w", timedelta(minutes=1))
+    paid = WaitSpec("paid", 1, "event", delay=timedelta(hours=1), events=("paid",), keys=("1",))
+    assert manager.suspend(ws[0].id, ws[0].attempts, paid) == "waiting"
+    assert manager.emit("paid", "1", {"x": 1}, "evt") > 0  # resolves it; enqueues the subscriber
+    assert manager.suspend(ws[1].id, ws[1].attempts, paid) == "pending"  # latch
+    nap = WaitSpec("nap", 1, "sleep", delay=timedelta(hours=1))
+    assert manager.suspend(ws[2].id, ws[2].attempts, nap) == "waiting"
+    session.execute(f"update {ident(SCHEMA)}.job_waits set due = pg_catalog.now() operator(pg_catalog.-) interval '1 second'")
+    children = WaitSpec("kids", 1, "jobs", job_ids=(jobs[4].id,))
+    assert manager.suspend(ws[3].id, ws[3].attempts, children) == "waiting"
+    assert len(manager.claim("waits", 4, "w", timedelta(minutes=1))) == 3  # the nap ended: claimed
+    manager.complete([(jobs[4].id, jobs[4].attempts, None)])  # the child finished: its parent resumes
+    assert manager.sweep_waits() == 0
 
 
 def _endpoint(db_url: str, listen: str | None, pinned: Session) -> None:

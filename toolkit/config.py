@@ -151,6 +151,15 @@ class RateLimitConfig:
 
 
 @dataclass(frozen=True)
+class EventConfig:
+    """``[events."<name>"]``: the job types that get one job per event of that name (subscribers)
+    and how long its events are kept (None: 7 days)."""
+
+    types: tuple[str, ...] = ()
+    retention: timedelta | None = None
+
+
+@dataclass(frozen=True)
 class UserApiConfig:
     """``[user_api]``: the per-user job API for the app's signed-in users (Supabase ``authenticated``).
     ``types`` are the job types they may enqueue, each enqueue at most ``max_payload_bytes`` of JSON
@@ -210,6 +219,7 @@ class Settings:
     payload_index: bool = False  # [dashboard] payload_index: a GIN index for payload search
     created_index: bool = False  # [dashboard] created_index: the jobs page's (created_at, id) index
     triggers: Mapping[str, TriggerConfig] = field(default_factory=dict)  # [triggers.<name>] (issue 24)
+    events: Mapping[str, EventConfig] = field(default_factory=dict)  # [events."<name>"] (issue 25)
     home: Path = Path(".jobkit")
     source: Path | None = None
 
@@ -290,7 +300,7 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None, names
     """Validate a parsed jobkit.toml document (with ``names``, also the names derived from it:
     :func:`check_names`)."""
     v.only(data, {"schema", "db_url", "defaults", "types", "retention", "wake", "maintenance",
-                 "schedules", "ratelimits", "api", "user_api", "dashboard", "triggers"}, "jobkit.toml")
+                 "schedules", "ratelimits", "api", "user_api", "dashboard", "triggers", "events"}, "jobkit.toml")
     defaults = _type_config(data.get("defaults", {}), TypeConfig(), "[defaults]")
     types = {
         v.type_name(name): _type_config(body, defaults, f"[types.{name}]")
@@ -322,6 +332,10 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None, names
         payload_index=_dashboard(data.get("dashboard", {}), "payload_index"),
         created_index=_dashboard(data.get("dashboard", {}), "created_index"),
         triggers=parse_triggers(data.get("triggers", {}), schema),
+        events={
+            _event_name(name): _event(body, f'[events."{name}"]')
+            for name, body in v.table(data.get("events", {}), "[events]").items()
+        },
         source=source,
     )
     return check_names(settings) if names else settings
@@ -452,6 +466,28 @@ def _user_keys(names: tuple[str, ...], type_configs: Mapping[str, TypeConfig]) -
                 f"[types.{name}] concurrency_key {template.source!r} names payload fields, but {name} is "
                 "open to end users ([user_api] types), who write the payload and so would choose the key",
                 hint='key their jobs by the owner instead, e.g. concurrency_key = "user:{owner}"')
+
+
+def _event_name(name: str) -> str:
+    if not 1 <= len(name) <= 200 or any(c in name for c in "\x00\x1f"):
+        raise ConfigError(f"event name {name!r} is not valid: 1 to 200 characters",
+                          hint='name events like [events."order.paid"]')
+    return name
+
+
+def _event(body: Any, where: str) -> EventConfig:
+    table = v.table(body, where)
+    v.only(table, {"types", "retention"}, where)
+    types = table.get("types", [])
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        raise ConfigError(f"{where} types must be a list of job types, got {types!r}",
+                          hint=f'{where} types = ["send_receipt", "update_crm"]')
+    if len(set(types)) != len(types):
+        raise ConfigError(f"{where} types names a job type twice", hint="list each subscriber once")
+    retention = table.get("retention")
+    return EventConfig(types=tuple(v.type_name(t) for t in types),
+                       retention=None if retention is None else v.positive_duration(
+                           retention, f"{where} retention", timedelta(days=36500)))
 
 
 def _ratelimit(body: Any, where: str) -> RateLimitConfig:

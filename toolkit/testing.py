@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from .config import RateLimitConfig, Settings, TypeConfig
+from .config import EventConfig, RateLimitConfig, Settings, TypeConfig
 from .connector import Database
 from .enqueue import check_job
 from .exceptions import JobkitError, NotFound
@@ -55,11 +55,11 @@ class InlineQueue:
     def __init__(self, registry: Handlers, *, defaults: TypeConfig = DEFAULTS,
                  types: Mapping[str, TypeConfig] | None = None,
                  ratelimits: Mapping[str, RateLimitConfig] | None = None, concurrency: int = 4,
-                 seed: int | None = 0) -> None:
+                 seed: int | None = 0, events: Mapping[str, EventConfig] | None = None) -> None:
         self.registry = registry
         self.clock = Clock()
         self.backend = MemoryBackend(defaults=defaults, types=types, ratelimits=ratelimits, clock=self.clock,
-                                     seed=seed)
+                                     seed=seed, events=events)
         self.concurrency = concurrency
 
     def enqueue(self, job_type: str, payload: Any, *, priority: int = 0, run_at: datetime | None = None,

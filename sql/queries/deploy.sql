@@ -92,6 +92,18 @@ insert into {{ s }}.rate_limits (key, rate, burst, tokens) values (%(key)s, %(ra
 on conflict (key) do update set rate = excluded.rate, burst = excluded.burst,
     tokens = least({{ s }}.rate_limits.tokens, excluded.burst)
 
+-- name: event_config_all
+-- [events."<name>"] as deploy last wrote them (issue 25): subscriber types and retention.
+select name, types, retention from {{ s }}.event_config order by name
+
+-- name: event_config_upsert
+insert into {{ s }}.event_config (name, types, retention)
+values (%(name)s, %(types)s::pg_catalog.text[], %(retention)s::interval)
+on conflict (name) do update set types = excluded.types, retention = excluded.retention
+
+-- name: event_config_delete
+delete from {{ s }}.event_config where name operator(pg_catalog.=) %(name)s
+
 -- name: ratelimit_delete
 delete from {{ s }}.rate_limits where key operator(pg_catalog.=) %(key)s returning key
 

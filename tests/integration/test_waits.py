@@ -257,3 +257,19 @@ def test_bad_waits_and_emits_are_refused_with_a_hint(db_url: str, session: Sessi
     assert session.scalar("select count(*) from jobkit.events") == 0
     with pytest.raises(Exception, match="name of 1 to 200"):
         session.execute("select jobkit.emit('')")
+
+
+def test_deploy_writes_the_events_subscriptions(db_url: str, session: Session) -> None:
+    from jobkit.config import EventConfig, Settings
+    from jobkit.connector import Database
+    from jobkit.schema.deploy import DeployOptions, deploy
+
+    events = {"order.paid": EventConfig(types=("w.subscriber",), retention=timedelta(days=30))}
+    deploy(Database(db_url), Settings(db_url=db_url, events=events), DeployOptions(schedules=False),
+           echo=lambda _m: None)
+    row = session.one("select name, types, retention from jobkit.event_config")
+    assert row == {"name": "order.paid", "types": ["w.subscriber"], "retention": timedelta(days=30)}
+    jobkit.emit(db_url, "order.paid", key="1")
+    assert session.scalar("select count(*) from jobkit.jobs where type = 'w.subscriber'") == 1
+    deploy(Database(db_url), Settings(db_url=db_url), DeployOptions(schedules=False), echo=lambda _m: None)
+    assert session.scalar("select count(*) from jobkit.event_config") == 0

@@ -133,3 +133,23 @@ def test_a_config_that_is_not_utf8_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not UTF-8"):
         load_settings(path, env={})
 
+
+
+EVENT_BODY = st.dictionaries(
+    st.sampled_from(["types", "retention", "x"]),
+    st.one_of(TOML_VALUE, st.lists(st.one_of(st.text(max_size=12), st.integers(), NAME_TEXT), max_size=4)),
+    max_size=3)
+
+
+@given(st.one_of(TOML_VALUE, st.dictionaries(st.text(max_size=210), st.one_of(TOML_VALUE, EVENT_BODY), max_size=3)))
+def test_any_events_table_loads_or_gives_one_config_error(events: Any) -> None:
+    """[events."<name>"] (issue 25): subscribers and retention, or one ConfigError with a message."""
+    try:
+        settings = parse_settings({"events": events})
+    except ConfigError as exc:
+        assert exc.message
+        return
+    for name, cfg in settings.events.items():
+        assert 1 <= len(name) <= 200 and "\x1f" not in name
+        assert len(set(cfg.types)) == len(cfg.types) and all(type_name(t) == t for t in cfg.types)
+        assert cfg.retention is None or cfg.retention >= timedelta(seconds=1)

@@ -192,12 +192,15 @@ def _compare_data(db: Database, session: Session, settings: Settings, options: D
     types = sync.type_diff(session, settings)
     runtime = sync.runtime_diff(session, settings)
     limits = sync.ratelimit_diff(session, settings)
+    events = sync.event_diff(session, settings)
     report.types_changed = sorted(types)
-    report.settings_changed = sync.describe(runtime) + [f"ratelimit {k}" for k in sorted(limits)]
+    report.settings_changed = (sync.describe(runtime) + [f"ratelimit {k}" for k in sorted(limits)]
+                               + [f"event {k}" for k in sorted(events)])
     if apply:
         sync.apply_types(session, settings, types)
         sync.apply_runtime(session, settings, runtime)
         sync.apply_ratelimits(session, settings, limits)
+        sync.apply_events(session, settings, events)
     report.settings_changed += sync.payload_index(session, settings, apply=apply)
     report.settings_changed += sync.created_index(session, settings, apply=apply)
     api = render_api(settings)

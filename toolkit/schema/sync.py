@@ -73,6 +73,27 @@ def apply_ratelimits(session: Session, settings: Settings, diff: Diff) -> None:
             session.execute(q["ratelimit_upsert"], {"key": key, "rate": rate, "burst": burst})
 
 
+def event_diff(session: Session, settings: Settings) -> Diff:
+    """event name -> (types, retention) to write, or None to delete ([events."<name>"] removed)."""
+    rows = session.all(queries(settings.schema)["event_config_all"])
+    current = {r["name"]: (tuple(r["types"]), r["retention"]) for r in rows}
+    desired = {name: (cfg.types, cfg.retention) for name, cfg in settings.events.items()}
+    diff: Diff = {name: row for name, row in desired.items() if current.get(name) != row}
+    diff.update({name: None for name in current if name not in desired})
+    return diff
+
+
+def apply_events(session: Session, settings: Settings, diff: Diff) -> None:
+    q = queries(settings.schema)
+    with session.transaction():
+        for name, row in sorted(diff.items()):
+            if row is None:
+                session.execute(q["event_config_delete"], {"name": name})
+            else:
+                session.execute(q["event_config_upsert"], {"name": name, "types": list(row[0]),
+                                                           "retention": row[1]})
+
+
 def runtime_diff(session: Session, settings: Settings) -> Diff:
     """setting key -> desired value for every runtime setting that differs."""
     q = queries(settings.schema)

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from ...config import RateLimitConfig, TypeConfig
+from ...config import EventConfig, RateLimitConfig, TypeConfig
 from ...exceptions import DatabaseError
 from ...jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, Status, StepRecord, TraceContext
 from ..attempt import Outcome
@@ -80,6 +80,7 @@ class MemoryBackend(WaitsInMemory):
         secret: str | None = None,
         clock: Clock = time.time,
         seed: int | None = None,
+        events: Mapping[str, EventConfig] | None = None,
     ) -> None:
         self.defaults = defaults
         self.types = dict(types or {})
@@ -95,7 +96,7 @@ class MemoryBackend(WaitsInMemory):
         self.wake_nonces: dict[str, datetime] = {}  # signed wake-ups consumed -> when their window ends
         #: the job_steps table: (job id, name, occurrence) -> its record (durable steps, ctx.step)
         self.steps: dict[tuple[UUID, str, int], StepRecord] = {}
-        self.waits = Waits()  # job_waits, events, event_config (memory_waits.py)
+        self.waits = Waits(config=dict(events or {}))  # job_waits, events, event_config (memory_waits.py)
 
     # ---- the Backend protocol ---------------------------------------------------------------------
 

@@ -8,12 +8,13 @@ makes the job pending."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from ...config import EventConfig
 from ...exceptions import DatabaseError
 from ...jobs import NewJob, StepRecord, WaitSpec
 from ..attempt import Outcome
@@ -50,14 +51,6 @@ class _Event:
 
 
 @dataclass
-class EventConfig:
-    """[events."<name>"] of jobkit.toml: subscriber types and retention."""
-
-    types: tuple[str, ...] = ()
-    retention: timedelta | None = None
-
-
-@dataclass
 class Waits:
     """The job_waits, events and event_config tables."""
 
@@ -79,9 +72,6 @@ class WaitsInMemory:
     def _held(self, job_id: UUID, attempt: int) -> Any | None: ...  # pragma: no cover - MemoryBackend's
     def _record(self, row: Any, outcome: str, error: str | None) -> None: ...  # pragma: no cover
     def _enqueue(self, job: NewJob, trace_context: Any = None) -> UUID: ...  # pragma: no cover
-
-    def configure_events(self, config: Mapping[str, EventConfig]) -> None:
-        self.waits.config = dict(config)
 
     async def suspend(self, job_id: UUID, attempt: int, wait: WaitSpec) -> str | None:
         _check(wait)

@@ -1,4 +1,4 @@
--- jobkit-functions: 1b660abe98fd09653bb55be9d2a68c6a8775b4b58f17a81089d2209a17da5a3a
+-- jobkit-functions: ee42a56b5e8958905f0f758f447e1cae391ff5c539ab2e41810b0ed7f1dd715f
 -- sql/functions/ as one Supabase CLI migration (`jobkit render --supabase`). `jobkit deploy` applies
 -- those files statement by statement; a migration file is a plain script, so this one replaces what
 -- a database already has wholesale: the EXECUTE grants other roles hold are kept, every function
@@ -450,6 +450,11 @@ begin
     if array_position(v_paused, null) is not null then
         return;  -- the type is paused
     end if;
+    -- Waiting jobs of the type whose sleep ended or whose wait timed out become pending here, so
+    -- that the wake-up at their due time claims them (47_waits.sql). No wait: one empty index probe.
+    if exists (select 1 from "jobkit".job_waits w where w.type = p_type and w.due <= now()) then
+        perform "jobkit"._wake_due(p_type, greatest(v_limit, 1), false);
+    end if;
     v_key := coalesce(p_rate_key, v_key);
     if v_fair then
         return query select * from "jobkit"._claim_fair(p_type, v_limit, p_worker, p_lease, v_key,
@@ -886,7 +891,7 @@ begin
 end
 $$;
 
--- Tell waiters (jobkit.wait) that these jobs finished: one notification per 200 ids, only for the
+-- These jobs finished: resolve the jobs waits on them (ctx.wait_for_jobs), and tell waiters (jobkit.wait): one notification per 200 ids, only for the
 -- ids someone registered with wait_on (0014), whose rows it deletes. Nobody waiting (no row at all):
 -- one probe of an empty table, and no NOTIFY, whose commit-time lock serialises every committer.
 create or replace function "jobkit"._notify_done(p_ids uuid[]) returns void
@@ -894,6 +899,7 @@ language plpgsql volatile set search_path = '' as $$
 declare
     v_waited uuid[];
 begin
+    perform "jobkit"._jobs_finished(p_ids);  -- jobs waits (ctx.wait_for_jobs) on these: 47_waits.sql
     if not exists (select from "jobkit".waiters) then
         return;
     end if;
@@ -1038,6 +1044,417 @@ begin
 end
 $$;
 
+-- The public API: sleeps, waits and events (issue 25)
+-- sql/functions/47_waits.sql: a durable job's waits (ctx.sleep, wait_for_event, wait_any, wait_for_jobs), emit, and their sweep.
+-- Applied in file-name order (after 45_steps.sql, before 50_operate.sql); sql/functions/README.md says how deploy applies these files.
+--
+-- A wait ends its attempt (suspend_job, fenced like a completion; the attempt is not consumed). The
+-- job goes 'waiting' with one row in job_waits, or straight back to pending when what it waits for
+-- is already there. Resolving a wait (_resolve_waits) deletes that row, records its outcome as a
+-- job_steps row of kind 'wait' (the replaying handler returns it like a completed step) and makes the
+-- job pending. Who resolves: emit (in its own transaction, for the waits registered before it), the
+-- registration itself (latch: an event emitted before the wait), the finishing of awaited jobs
+-- (_jobs_finished, from _notify_done), due times (the claim of the type, _wake_due; the worker's timer
+-- is set by the wake-up suspend_job sends and by next_due), and sweep_waits, the backstop that
+-- sweep_stuck runs (a lost wake-up, an emit whose snapshot could not see a wait).
+--
+-- Races: an emit and a wait registration on the same event take the same transaction-level
+-- advisory lock (_lock_events), and each looks for the other after taking it: the later one sees the
+-- earlier one committed. A wait for jobs share-locks them before it reads their states, and a
+-- finishing job locks the waits on it before it reads the other awaited jobs' states: the last to
+-- lock sees every other committed. Lock order everywhere: event locks, job_waits rows, jobs rows.
+
+-- The token of an event name and key in job_waits.events (a null key is '').
+create or replace function "jobkit"._event_token(p_name text, p_key text) returns text
+language sql immutable set search_path = '' as $$
+    select p_name operator(pg_catalog.||) pg_catalog.chr(31) operator(pg_catalog.||) coalesce(p_key, '')
+$$;
+
+-- Serialise emits and wait registrations of the same events (sorted: no deadlock between them).
+create or replace function "jobkit"._lock_events(p_tokens text[]) returns void
+language plpgsql volatile set search_path = '' as $$
+begin
+    perform pg_catalog.pg_advisory_xact_lock(
+        pg_catalog.hashtextextended('jobkit.event:' operator(pg_catalog.||) x.t, 0))
+    from (select distinct u.t from pg_catalog.unnest(p_tokens) as u(t) order by u.t) x;
+end
+$$;
+
+-- An event as a wait returns it.
+create or replace function "jobkit"._event_json(p_event "jobkit".events) returns jsonb
+language sql stable set search_path = '' as $$
+    select pg_catalog.jsonb_build_object(
+        'event', p_event.name, 'key', nullif(p_event.key, ''), 'data', p_event.data, 'id', p_event.id,
+        'generation', p_event.generation, 'emitted_at', p_event.emitted_at)
+$$;
+
+-- Resolve these open waits: their rows deleted, their outcomes (p_results, parallel to p_ids; null:
+-- all null, a sleep's end or a timeout) stored as steps of kind 'wait', their jobs pending now.
+-- p_wake: wake the workers of their types (not from a claim, which runs them itself).
+create or replace function "jobkit"._resolve_waits(p_ids uuid[], p_results jsonb[], p_wake boolean default true)
+returns int
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_types text[];
+    r record;
+begin
+    if p_ids is null or pg_catalog.cardinality(p_ids) = 0 then
+        return 0;
+    end if;
+    with gone as (
+        delete from "jobkit".job_waits w where w.job_id = any (p_ids)
+        returning w.job_id, w.step, w.occurrence, w.attempt, w.created_at
+    ), stepped as (
+        insert into "jobkit".job_steps as t (job_id, name, occurrence, attempt, status, result, started_at, kind)
+        select g.job_id, g.step, g.occurrence, g.attempt, 'completed',
+               p_results[pg_catalog.array_position(p_ids, g.job_id)], g.created_at, 'wait'
+        from gone g
+        on conflict (job_id, name, occurrence) do update
+            set attempt = excluded.attempt, status = excluded.status, result = excluded.result,
+                error = null, started_at = excluded.started_at, finished_at = pg_catalog.now(), kind = 'wait'
+            where t.status <> 'completed'
+    ), woken as (
+        update "jobkit".jobs j
+        set status = 'pending', scheduled_for = pg_catalog.now(), updated_at = pg_catalog.now()
+        from gone g
+        where j.id = g.job_id and j.status = 'waiting'
+        returning j.type
+    )
+    select pg_catalog.array_agg(w.type) into v_types from woken w;
+    if p_wake and v_types is not null then
+        for r in select u.t, pg_catalog.count(*) as n from pg_catalog.unnest(v_types) as u(t) group by u.t loop
+            perform "jobkit"._wake_for(r.t, r.n, null);
+        end loop;
+    end if;
+    return coalesce(pg_catalog.cardinality(v_types), 0);
+end
+$$;
+
+-- End a running attempt in a wait (ctx.sleep, wait_for_event, wait_any, wait_for_jobs), fenced like a
+-- completion: the attempt is not consumed (recorded as 'waited'). p_step, p_occurrence: the wait's
+-- step (its outcome's job_steps row). p_kind 'sleep' (until p_due), 'event' (any of p_events with
+-- their p_keys, parallel; a null key is ''), 'jobs' (all of p_job_ids finished: completed, failed,
+-- dead, cancelled or deleted). p_due: a sleep's end, else the timeout (null: none); p_delay: the
+-- same from now by the database's clock (both: the earlier). Returns
+-- 'waiting', 'pending' (what it waits for is already there: resolved at once, the job runs again
+-- now), or null when the attempt no longer holds the job.
+create or replace function "jobkit".suspend_job(
+    p_id uuid, p_attempt int, p_step text, p_occurrence int, p_kind text,
+    p_events text[] default null, p_keys text[] default null, p_due timestamptz default null,
+    p_job_ids uuid[] default null, p_delay interval default null
+) returns text
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_tokens text[];
+    v_job record;
+    v_event "jobkit".events;
+    v_result jsonb;
+    v_resolved boolean := false;
+    v_statuses jsonb;
+    v_due timestamptz;
+begin
+    if p_delay is not null and (not pg_catalog.isfinite(p_delay) or p_delay < interval '0') then
+        raise exception 'jobkit.suspend_job: p_delay must be a finite, non-negative interval' using errcode = '22023';
+    end if;
+    v_due := case when p_delay is null then p_due
+                  else least(p_due, pg_catalog.now() + p_delay) end;
+    if p_kind is null or p_kind not in ('sleep', 'event', 'jobs') then
+        raise exception 'jobkit.suspend_job: p_kind must be sleep, event or jobs, got %', p_kind
+            using errcode = '22023';
+    end if;
+    if p_step is null or pg_catalog.char_length(p_step) not between 1 and 200
+       or p_occurrence is null or p_occurrence < 1 then
+        raise exception 'jobkit.suspend_job: a wait needs a step name of 1 to 200 characters and an occurrence >= 1'
+            using errcode = '22023', hint = 'give the wait a short, non-empty name';
+    end if;
+    if v_due is not null and not pg_catalog.isfinite(v_due) then
+        raise exception 'jobkit.suspend_job: p_due must be a finite time' using errcode = '22023';
+    end if;
+    if p_kind = 'sleep' and v_due is null then
+        raise exception 'jobkit.suspend_job: a sleep needs p_due or p_delay (when it ends)' using errcode = '22023';
+    end if;
+    if p_kind = 'event' then
+        if coalesce(pg_catalog.cardinality(p_events), 0) = 0
+           or (p_keys is not null and pg_catalog.cardinality(p_keys) <> pg_catalog.cardinality(p_events))
+           or exists (select 1 from pg_catalog.unnest(p_events) as e(n)
+                      where e.n is null or pg_catalog.char_length(e.n) not between 1 and 200
+                         or pg_catalog.strpos(e.n, pg_catalog.chr(31)) > 0)
+           or exists (select 1 from pg_catalog.unnest(p_keys) as k(k) where pg_catalog.char_length(k.k) > 1000) then
+            raise exception 'jobkit.suspend_job: an event wait needs event names of 1 to 200 characters (keys up to 1000), p_keys as long as p_events'
+                using errcode = '22023', hint = 'call ctx.wait_for_event("order.shipped", key="42")';
+        end if;
+        v_tokens := array(select "jobkit"._event_token(u.n, u.k)
+                          from unnest(p_events, p_keys) as u(n, k) where u.n is not null);
+        perform "jobkit"._lock_events(v_tokens);
+    elsif p_kind = 'jobs' then
+        if coalesce(pg_catalog.cardinality(p_job_ids), 0) = 0 or p_id = any (p_job_ids)
+           or pg_catalog.array_position(p_job_ids, null) is not null then
+            raise exception 'jobkit.suspend_job: a jobs wait needs the ids of other jobs'
+                using errcode = '22023', hint = 'call ctx.wait_for_jobs([child_id, ...])';
+        end if;
+        -- their rows locked before their states are read: a finishing job waits for this
+        -- registration, or was seen finished by it
+        perform 1 from "jobkit".jobs x where x.id = any (p_job_ids) order by x.id for share;
+        select pg_catalog.jsonb_object_agg(u.id::text, coalesce(j.status, 'gone')),
+               coalesce(pg_catalog.bool_and(j.status is null or j.status in ('completed', 'failed', 'dead', 'cancelled')), true)
+        into v_statuses, v_resolved
+        from (select distinct i.id from pg_catalog.unnest(p_job_ids) as i(id)) u
+        left join "jobkit".jobs j on j.id = u.id;
+        if v_resolved then
+            v_result := pg_catalog.jsonb_build_object('jobs', v_statuses);
+        end if;
+    end if;
+    select j.type, j.created_at, j.worker_id, j.started_at into v_job
+    from "jobkit".jobs j
+    where j.id = p_id and j.status = 'processing' and j.attempts = p_attempt
+    for update;
+    if not found then
+        return null;
+    end if;
+    if p_kind = 'event' then  -- latch: the earliest event it has not consumed yet, since the job began
+        select e.* into v_event
+        from "jobkit".events e
+        join unnest(p_events, p_keys) as u(n, k) on e.name = u.n and e.key = coalesce(u.k, '')
+        where e.emitted_at >= v_job.created_at and e.expires_at > pg_catalog.now()
+          and not exists (select 1 from "jobkit".job_steps s
+                          where s.job_id = p_id and s.kind = 'wait' and s.result ->> 'id' = e.id::text)
+        order by e.emitted_at, e.id
+        limit 1;
+        if found then
+            v_resolved := true;
+            v_result := "jobkit"._event_json(v_event);
+        end if;
+    end if;
+    if not v_resolved and v_due is not null and v_due <= pg_catalog.now() then
+        v_resolved := true;  -- its time has come already: a sleep's end, a timeout (null)
+    end if;
+    update "jobkit".jobs j
+    set status = case when v_resolved then 'pending' else 'waiting' end, attempts = j.attempts - 1,
+        scheduled_for = case when v_resolved then pg_catalog.now() else coalesce(v_due, pg_catalog.now()) end,
+        lease_expires_at = null, updated_at = pg_catalog.now()
+    where j.id = p_id;
+    insert into "jobkit".job_attempts (job_id, attempt, worker_id, started_at, outcome)
+    values (p_id, p_attempt, v_job.worker_id, v_job.started_at, 'waited');
+    if v_resolved then
+        insert into "jobkit".job_steps as t (job_id, name, occurrence, attempt, status, result, started_at, kind)
+        values (p_id, p_step, p_occurrence, p_attempt, 'completed', v_result, pg_catalog.now(), 'wait')
+        on conflict (job_id, name, occurrence) do update
+            set attempt = excluded.attempt, status = excluded.status, result = excluded.result, error = null,
+                started_at = excluded.started_at, finished_at = pg_catalog.now(), kind = 'wait'
+            where t.status <> 'completed';
+        perform "jobkit"._wake_for(v_job.type, 1, null);
+        return 'pending';
+    end if;
+    insert into "jobkit".job_waits as w (job_id, type, step, occurrence, attempt, kind, events, job_ids, due)
+    values (p_id, v_job.type, p_step, p_occurrence, p_attempt, p_kind, v_tokens,
+            case when p_kind = 'jobs' then p_job_ids end, v_due)
+    on conflict (job_id) do update
+        set type = excluded.type, step = excluded.step, occurrence = excluded.occurrence,
+            attempt = excluded.attempt, kind = excluded.kind, events = excluded.events,
+            job_ids = excluded.job_ids, due = excluded.due, created_at = pg_catalog.now();
+    if v_due is not null then
+        perform "jobkit"._wake_for(v_job.type, 0, v_due);  -- the worker sets its timer for it
+    end if;
+    return 'waiting';
+end
+$$;
+
+-- Store an event and wake what waits for it, in this transaction: every wait registered before it
+-- is resolved with it (each waiting job gets it once), a wait registered after it still sees it
+-- (latch), and each subscriber type of [events."<name>"] gets one job (payload: the event). A null
+-- key is ''. p_id: the emit's own id; an emit retried with the same name, key and id is the same
+-- event (nothing happens again; its id is returned). Every emit is otherwise a new generation of its
+-- name and key. Kept for the event's retention (default 7 days). Callable from triggers, RPC and
+-- pg_cron. Emit from a READ COMMITTED transaction: in REPEATABLE READ or SERIALIZABLE, the wait that
+-- registered after this transaction's snapshot is found by sweep_waits instead (within a minute).
+create or replace function "jobkit".emit(p_name text, p_key text default null, p_data jsonb default null,
+                                       p_id text default null)
+returns bigint
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_key text := coalesce(p_key, '');
+    v_token text;
+    v_event "jobkit".events;
+    v_types text[];
+    v_retention interval;
+    v_ids uuid[];
+    v_json jsonb;
+begin
+    if p_name is null or pg_catalog.char_length(p_name) not between 1 and 200
+       or pg_catalog.strpos(p_name, pg_catalog.chr(31)) > 0 or pg_catalog.char_length(v_key) > 1000 then
+        raise exception 'jobkit.emit: an event needs a name of 1 to 200 characters (and a key of at most 1000)'
+            using errcode = '22023', hint = 'call jobkit.emit(''order.shipped'', ''42'', ''{"carrier": "ups"}'')';
+    end if;
+    v_token := "jobkit"._event_token(p_name, v_key);
+    perform "jobkit"._lock_events(array[v_token]);
+    if p_id is not null then
+        select e.* into v_event from "jobkit".events e
+        where e.name = p_name and e.key = v_key and e.dedupe = p_id;
+        if found then
+            return v_event.id;
+        end if;
+    end if;
+    select c.types, c.retention into v_types, v_retention from "jobkit".event_config c where c.name = p_name;
+    insert into "jobkit".events (name, key, generation, data, dedupe, expires_at)
+    values (p_name, v_key,
+            coalesce((select pg_catalog.max(e.generation) from "jobkit".events e
+                      where e.name = p_name and e.key = v_key), 0) + 1,
+            p_data, p_id, pg_catalog.now() + coalesce(v_retention, interval '7 days'))
+    returning * into v_event;
+    v_json := "jobkit"._event_json(v_event);
+    select pg_catalog.array_agg(w.job_id) into v_ids from (
+        select x.job_id from "jobkit".job_waits x
+        where x.events @> array[v_token] order by x.job_id for update
+    ) w;
+    if v_ids is not null then
+        perform "jobkit"._resolve_waits(v_ids, pg_catalog.array_fill(v_json, array[pg_catalog.cardinality(v_ids)]));
+    end if;
+    if v_types is not null then
+        perform "jobkit".enqueue(p_type => t.t, p_payload => v_json,
+                                p_idempotency_key => 'event:' operator(pg_catalog.||) v_event.id::text)
+        from pg_catalog.unnest(v_types) as t(t);
+    end if;
+    return v_event.id;
+end
+$$;
+
+-- Resolve the waits whose due time has passed (sleeps that end, waits that time out), up to
+-- p_limit of them, of one type (null: every type). Waits another transaction holds are skipped.
+create or replace function "jobkit"._wake_due(p_type text, p_limit int, p_wake boolean default true)
+returns int
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_ids uuid[];
+begin
+    select pg_catalog.array_agg(w.job_id) into v_ids from (
+        select x.job_id from "jobkit".job_waits x
+        where (p_type is null or x.type = p_type) and x.due <= pg_catalog.now()
+        order by x.due limit greatest(p_limit, 1)
+        for update skip locked
+    ) w;
+    return "jobkit"._resolve_waits(v_ids, null, p_wake);
+end
+$$;
+
+-- These jobs finished (completed, failed, cancelled; called by _notify_done): resolve the jobs
+-- waits all of whose jobs have now finished. Nobody waits for jobs: one probe of an empty index.
+create or replace function "jobkit"._jobs_finished(p_ids uuid[]) returns void
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_locked uuid[];
+begin
+    select pg_catalog.array_agg(w.job_id) into v_locked from (
+        select x.job_id from "jobkit".job_waits x
+        where x.job_ids && p_ids order by x.job_id for update
+    ) w;
+    if v_locked is not null then
+        perform "jobkit"._resolve_jobs_waits(v_locked);
+    end if;
+end
+$$;
+
+-- Of these (locked) jobs waits, resolve the ones whose jobs have all finished, with their states.
+create or replace function "jobkit"._resolve_jobs_waits(p_ids uuid[]) returns int
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_ids uuid[];
+    v_results jsonb[];
+begin
+    select pg_catalog.array_agg(w.job_id), pg_catalog.array_agg(pg_catalog.jsonb_build_object('jobs', s.states))
+    into v_ids, v_results
+    from "jobkit".job_waits w
+    cross join lateral (
+        select pg_catalog.jsonb_object_agg(u.id::text, coalesce(j.status, 'gone')) as states,
+               coalesce(pg_catalog.bool_and(j.status is null
+                        or j.status in ('completed', 'failed', 'dead', 'cancelled')), true) as done
+        from (select distinct i.id from pg_catalog.unnest(w.job_ids) as i(id)) u
+        left join "jobkit".jobs j on j.id = u.id
+    ) s
+    where w.job_id = any (p_ids) and w.kind = 'jobs' and s.done;
+    return "jobkit"._resolve_waits(v_ids, v_results);
+end
+$$;
+
+-- Event waits (of p_ids; null: any) that a stored event matches: the earliest one each has not
+-- consumed, emitted since its job began.
+create or replace function "jobkit"._missed_events(p_ids uuid[], p_limit int)
+returns table (job_id uuid, result jsonb)
+language sql stable set search_path = '' as $$
+    select distinct on (w.job_id) w.job_id, "jobkit"._event_json(e)
+    from "jobkit".job_waits w
+    join "jobkit".jobs j on j.id = w.job_id
+    cross join lateral pg_catalog.unnest(w.events) as t(token)
+    join "jobkit".events e
+      on e.name = pg_catalog.split_part(t.token, pg_catalog.chr(31), 1)
+     and e.key = pg_catalog.substr(t.token, pg_catalog.strpos(t.token, pg_catalog.chr(31)) + 1)
+    where w.kind = 'event' and (p_ids is null or w.job_id = any (p_ids))
+      and e.emitted_at >= j.created_at and e.expires_at > pg_catalog.now()
+      and not exists (select 1 from "jobkit".job_steps s
+                      where s.job_id = w.job_id and s.kind = 'wait' and s.result ->> 'id' = e.id::text)
+    order by w.job_id, e.emitted_at, e.id
+    limit p_limit
+$$;
+
+-- The backstop (sweep_stuck runs it): resolves what nothing resolved. Waits past their due time
+-- (a lost wake-up); event waits that a stored event matches (an emit whose snapshot predated the
+-- wait); jobs waits whose jobs all finished or were deleted; a waiting job without a wait is made
+-- pending (it replays and waits again), a wait whose job no longer waits is deleted. Expired events
+-- are deleted. Returns how many jobs it made pending.
+create or replace function "jobkit".sweep_waits(p_limit int default 1000) returns int
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_count int := 0;
+    v_ids uuid[];
+    v_results jsonb[];
+    v_types text[];
+    r record;
+begin
+    v_count := "jobkit"._wake_due(null, p_limit);
+    select pg_catalog.array_agg(m.job_id) into v_ids from "jobkit"._missed_events(null, p_limit) m;
+    if v_ids is not null then
+        select pg_catalog.array_agg(x.job_id) into v_ids from (
+            select w.job_id from "jobkit".job_waits w where w.job_id = any (v_ids)
+            order by w.job_id for update skip locked
+        ) x;
+        select pg_catalog.array_agg(m.job_id), pg_catalog.array_agg(m.result) into v_ids, v_results
+        from "jobkit"._missed_events(v_ids, p_limit) m;
+        v_count := v_count + "jobkit"._resolve_waits(v_ids, v_results);
+    end if;
+    select pg_catalog.array_agg(x.job_id) into v_ids from (
+        select w.job_id from "jobkit".job_waits w where w.kind = 'jobs'
+        order by w.job_id limit p_limit for update skip locked
+    ) x;
+    if v_ids is not null then
+        v_count := v_count + "jobkit"._resolve_jobs_waits(v_ids);
+    end if;
+    delete from "jobkit".job_waits w
+    where w.job_id = any (array(
+        select x.job_id from "jobkit".job_waits x
+        left join "jobkit".jobs j on j.id = x.job_id
+        where j.id is null or j.status <> 'waiting'
+        limit p_limit for update of x skip locked
+    ));
+    with lost as (
+        update "jobkit".jobs j set status = 'pending', scheduled_for = pg_catalog.now(), updated_at = pg_catalog.now()
+        where j.id = any (array(
+            select x.id from "jobkit".jobs x
+            where x.status = 'waiting' and x.scheduled_for <= pg_catalog.now() - interval '1 minute'
+              and not exists (select 1 from "jobkit".job_waits w where w.job_id = x.id)
+            limit p_limit for update of x skip locked
+        ))
+        returning j.type
+    )
+    select pg_catalog.array_agg(l.type) into v_types from lost l;
+    for r in select u.t, pg_catalog.count(*) as n from pg_catalog.unnest(v_types) as u(t) group by u.t loop
+        perform "jobkit"._wake_for(r.t, r.n, null);
+    end loop;
+    v_count := v_count + coalesce(pg_catalog.cardinality(v_types), 0);
+    delete from "jobkit".events e where e.id = any (array(
+        select x.id from "jobkit".events x where x.expires_at < pg_catalog.now() limit 10000));
+    return v_count;
+end
+$$;
+
 -- The public API: operators
 -- sql/functions/50_operate.sql: retry, cancel, delete, pause and resume.
 -- Applied in file-name order (after 40_finish.sql, before 60_sweeps.sql); sql/functions/README.md says how deploy applies these files.
@@ -1061,8 +1478,8 @@ begin
 end
 $$;
 
--- Cancel a pending or processing job. A running attempt may finish, but its result is refused.
--- Waiters are notified.
+-- Cancel a pending, waiting or processing job. A running attempt may finish, but its result is
+-- refused. A waiting job's wait is dropped. Waiters are notified.
 create or replace function "jobkit".cancel_job(p_id uuid) returns boolean
 language plpgsql volatile set search_path = '' as $$
 declare
@@ -1070,7 +1487,7 @@ declare
 begin
     with target as (
         select j.id, j.status as was from "jobkit".jobs j
-        where j.id = p_id and j.status in ('pending', 'processing')
+        where j.id = p_id and j.status in ('pending', 'processing', 'waiting')
         for update
     ), changed as (
         update "jobkit".jobs j
@@ -1088,6 +1505,7 @@ begin
     if v_id is null then
         return false;
     end if;
+    delete from "jobkit".job_waits w where w.job_id = v_id;
     perform "jobkit"._notify_done(array[v_id]);
     return true;
 end
@@ -1130,6 +1548,8 @@ language sql volatile set search_path = '' as $$
         delete from "jobkit".job_attempts a using gone g where a.job_id = g.id
     ), steps as (
         delete from "jobkit".job_steps t using gone g where t.job_id = g.id
+    ), waits as (
+        delete from "jobkit".job_waits w using gone g where w.job_id = g.id
     )
     select count(*)::int from gone
 $$;
@@ -1176,6 +1596,7 @@ declare
     v_due timestamptz[];
     r record;
 begin
+    perform "jobkit".sweep_waits();  -- waits nothing resolved (a lost wake-up): 47_waits.sql
     with expired as (
         select e.id, "jobkit".attempt_limit(e.max_attempts, e.handler_max_attempts,
                                           coalesce(t.max_attempts, d.max_attempts)) as round_limit
@@ -1416,7 +1837,7 @@ begin
 end
 $$;
 
--- When the next pending job of a type becomes due (null: none), by a skip scan over the claim
+-- When the next pending job of a type becomes due, or its next waiting job's wait ends (null: none), by a skip scan over the claim
 -- index: one probe per distinct priority, however many jobs are pending.
 create or replace function "jobkit".next_due(p_type text) returns timestamptz
 language plpgsql stable set search_path = '' as $$
@@ -1439,7 +1860,9 @@ begin
         where j.type = p_type and j.status = 'pending' and j.priority < v_priority
         order by j.priority desc limit 1;
     end loop;
-    return v_best;
+    -- a waiting job's sleep end or timeout (47_waits.sql): the worker's timer claims it then
+    return least(v_best, (select min(w.due) from "jobkit".job_waits w
+                         where w.type = p_type and w.due is not null));
 end
 $$;
 

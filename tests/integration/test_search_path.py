@@ -86,6 +86,10 @@ burst = 5
 rate = "50/s"
 burst = 1
 
+[events."order.paid"]
+types = ["manual"]
+retention = "30d"
+
 [wake]
 batch_size = 50
 

@@ -46,7 +46,9 @@ select * from (
 -- [triggers.{{ name }}], {{ op }} on {{ table_label }}: a statement-level AFTER trigger whose transition
 -- table(s) feed one insert into jobkit's jobs table per statement, in the statement's transaction. That
 -- insert is the engine's bulk path: jobs_wake_on_insert (sql/functions/70_wake.sql) fires once for it
--- and coalesces the wake-ups as for any enqueue. No HTTP call happens here.
+-- and coalesces the wake-ups as for any enqueue. No HTTP call happens here. The constant part of
+-- jobs.source is one jsonb literal (parsed once per plan): building it per row cost about 10% of
+-- a job row (docs/BENCHMARKS.md, issue 24).
 -- SECURITY DEFINER (it runs as jobkit's owner, whoever changes the row), search_path pinned empty:
 -- every name below is qualified, except in `when`, the declared condition over new/old.
 create or replace function {{ s }}.{{ fn | ident }}() returns trigger
@@ -57,8 +59,7 @@ begin
     select r.type, r.payload, r.idempotency_key,
            coalesce(case when t.key_template is not null then {{ s }}._render_key(t.key_template, r.payload) end,
                     case when t.fair then '' end),
-           pg_catalog.jsonb_build_object('trigger', {{ name | literal }}, 'table', {{ table_label | literal }},
-                                         'op', {{ op | literal }}, 'pk', r.pk)
+           {{ source_constant | literal }}::pg_catalog.jsonb operator(pg_catalog.||) pg_catalog.jsonb_build_object('pk', r.pk)
     from (
 {{ select() }}
     ) r

@@ -17,6 +17,7 @@ the function only: the trigger, and its table, are left alone.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -70,7 +71,9 @@ def render(settings: Settings, config: TriggerConfig, op: str, table: Table | No
         "trigger": config.trigger_name(settings.schema, op), "table_schema": config.schema,
         "table_name": config.table,
         "name": config.name, "fn": config.function_name(op), "tag": BODY_TAG, "type": config.type,
-        "table_label": config.qualified, "when": config.when, "idempotency": config.idempotency,
+        "table_label": config.qualified, "when": config.when,
+        "source_constant": json.dumps({"op": op, "table": config.qualified, "trigger": config.name}),
+        "idempotency": config.idempotency,
         "payload": config.payload, "pk": list(table.pk) if table else None,
         "columns": sorted(table.columns.items()) if table else None,
     }

@@ -27,13 +27,15 @@ from .worker.backends.memory import MemoryBackend
 from .worker.backends.postgres import PostgresBackend
 from .worker.context import JobContext
 from .worker.durable import StepLost
-from .worker.waits import Event, EventSpec, Suspend
 from .worker.endpoint import WorkerEndpoint, create_app
+from .worker.waits import Event, EventSpec, Suspend
 
 __all__ = [
-    "Event", "EventSpec", "Job", "JobContext", "JobFailed", "JobResult", "JobkitError", "MemoryBackend", "NewJob", "Permanent",
+    "Event", "EventSpec", "Job", "JobContext", "JobFailed", "JobResult", "JobkitError", "MemoryBackend",
+    "NewJob", "Permanent",
     "PostgresBackend", "Progress", "RateLimited", "Registry", "Retry", "Settings", "Status", "StepLost",
     "Suspend", "WaitTimeout",
-    "WorkerEndpoint", "__version__", "create_app", "emit", "emit_async", "enqueue", "enqueue_async", "enqueue_many",
+    "WorkerEndpoint", "__version__", "create_app", "emit", "emit_async", "enqueue", "enqueue_async",
+    "enqueue_many",
     "enqueue_many_async", "load_settings", "wait", "wait_async",
 ]

@@ -300,7 +300,8 @@ def parse_settings(data: Mapping[str, Any], *, source: Path | None = None, names
     """Validate a parsed jobkit.toml document (with ``names``, also the names derived from it:
     :func:`check_names`)."""
     v.only(data, {"schema", "db_url", "defaults", "types", "retention", "wake", "maintenance",
-                 "schedules", "ratelimits", "api", "user_api", "dashboard", "triggers", "events"}, "jobkit.toml")
+                 "schedules", "ratelimits", "api", "user_api", "dashboard", "triggers", "events"},
+           "jobkit.toml")
     defaults = _type_config(data.get("defaults", {}), TypeConfig(), "[defaults]")
     types = {
         v.type_name(name): _type_config(body, defaults, f"[types.{name}]")

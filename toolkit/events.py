@@ -53,7 +53,8 @@ def check_event(name: Any, key: Any, data: Any, emit_id: Any) -> tuple[str | Non
         raise ConfigError(f"an event name must be a string of 1 to {MAX_NAME} characters, got {name!r}",
                           hint='jobkit.emit(db, "order.shipped", key=order_id, data={...})')
     if isinstance(key, bool) or (key is not None and not isinstance(key, str | int)):
-        raise ConfigError(f"an event key must be a string or an integer, got {key!r}", hint="pass key=str(order_id)")
+        raise ConfigError(f"an event key must be a string or an integer, got {key!r}",
+                          hint="pass key=str(order_id)")
     text_key = None if key is None else str(key)
     if text_key is not None and (len(text_key) > MAX_KEY or "\x00" in text_key):
         raise ConfigError(f"an event key must be at most {MAX_KEY} characters, without NUL",
@@ -65,5 +66,6 @@ def check_event(name: Any, key: Any, data: Any, emit_id: Any) -> tuple[str | Non
     try:
         json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"an event's data must be JSON: {exc}", hint="pass dicts, lists, strings and numbers") from None
+        raise ConfigError(f"an event's data must be JSON: {exc}",
+                          hint="pass dicts, lists, strings and numbers") from None
     return text_key, emit_id

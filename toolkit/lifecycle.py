@@ -83,7 +83,8 @@ class Statements:
     def emit(self, name: str, key: str | None = None, data: Any = None,
              id: str | None = None) -> Statement[int]:  # noqa: A002 - the emit's own id
         """Store an event and wake what waits for it: the event's id."""
-        return Statement(self.q["emit"], {"name": name, "key": key, "data": json_param(data), "id": id}, _count)
+        params = {"name": name, "key": key, "data": json_param(data), "id": id}
+        return Statement(self.q["emit"], params, _count)
 
     def sweep_waits(self) -> Statement[int]:
         return Statement(self.q["sweep_waits"], {}, _count)

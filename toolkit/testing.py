@@ -77,7 +77,8 @@ class InlineQueue:
         ``run`` again. Returns how many attempts ran."""
         return asyncio.run(self._run(max_rounds))
 
-    def emit(self, name: str, key: str | int | None = None, data: Any = None, *, id: str | None = None) -> int:  # noqa: A002
+    def emit(self, name: str, key: str | int | None = None, data: Any = None, *,
+             id: str | None = None) -> int:  # noqa: A002 - the emit's own id
         """Like :func:`jobkit.emit`, into memory: the waits for it are resumed (``run`` runs them)."""
         from .events import check_event
 

@@ -111,7 +111,8 @@ def job_ids_of(ids: Iterable[UUID | str]) -> tuple[UUID, ...]:
         raise ConfigError(f"ctx.wait_for_jobs needs job ids, got {ids!r}",
                           hint="pass the ids jobkit.enqueue returned") from None
     if not out:
-        raise ConfigError("ctx.wait_for_jobs needs at least one job id", hint="pass the ids jobkit.enqueue returned")
+        raise ConfigError("ctx.wait_for_jobs needs at least one job id",
+                          hint="pass the ids jobkit.enqueue returned")
     return tuple(dict.fromkeys(out))
 
 

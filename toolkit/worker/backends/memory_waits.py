@@ -69,9 +69,15 @@ class WaitsInMemory:
     clock: Callable[[], float]
     waits: Waits
 
-    def _held(self, job_id: UUID, attempt: int) -> Any | None: ...  # pragma: no cover - MemoryBackend's
-    def _record(self, row: Any, outcome: str, error: str | None) -> None: ...  # pragma: no cover
-    def _enqueue(self, job: NewJob, trace_context: Any = None) -> UUID: ...  # pragma: no cover
+    # MemoryBackend's own
+    def _held(self, job_id: UUID, attempt: int) -> Any | None:
+        raise NotImplementedError  # pragma: no cover
+
+    def _record(self, row: Any, outcome: str, error: str | None) -> None:
+        raise NotImplementedError  # pragma: no cover
+
+    def _enqueue(self, job: NewJob, trace_context: Any = None) -> UUID:
+        raise NotImplementedError  # pragma: no cover
 
     async def suspend(self, job_id: UUID, attempt: int, wait: WaitSpec) -> str | None:
         _check(wait)
@@ -119,7 +125,8 @@ class WaitsInMemory:
         config = self.waits.config.get(name, EventConfig())
         retention = config.retention.total_seconds() if config.retention is not None else RETENTION
         self.waits.last_id += 1
-        event = _Event(self.waits.last_id, name, k, max((e.generation for e in same), default=0) + 1, data, id,
+        generation = max((e.generation for e in same), default=0) + 1
+        event = _Event(self.waits.last_id, name, k, generation, data, id,
                        now, now + retention)
         self.waits.events.append(event)
         hit = [w for w in self.waits.open.values() if w.spec.kind == "event" and (name, k) in _pairs(w.spec)]
@@ -141,7 +148,8 @@ class WaitsInMemory:
 
     def _jobs_finished(self, ids: Sequence[UUID]) -> None:
         done = set(ids)
-        for w in [w for w in self.waits.open.values() if w.spec.kind == "jobs" and done & set(w.spec.job_ids)]:
+        hit = [w for w in self.waits.open.values() if w.spec.kind == "jobs" and done & set(w.spec.job_ids)]
+        for w in hit:
             states = self._states(w.spec.job_ids)
             if all(s in FINISHED or s == "gone" for s in states.values()):
                 self._resolve(w, {"jobs": states})
@@ -210,14 +218,16 @@ def _pairs(wait: WaitSpec) -> list[tuple[str, str]]:
 
 
 def _due(wait: WaitSpec, now: float) -> float | None:
-    dues = [d for d in (wait.due.timestamp() if wait.due is not None else None,
-                        now + wait.delay.total_seconds() if wait.delay is not None else None) if d is not None]
+    at = wait.due.timestamp() if wait.due is not None else None
+    later = now + wait.delay.total_seconds() if wait.delay is not None else None
+    dues = [d for d in (at, later) if d is not None]
     return min(dues) if dues else None
 
 
 def _check(wait: WaitSpec) -> None:
     """What suspend_job refuses."""
-    bad = (wait.kind not in ("sleep", "event", "jobs") or not 1 <= len(wait.step) <= 200 or wait.occurrence < 1
+    bad = (wait.kind not in ("sleep", "event", "jobs") or not 1 <= len(wait.step) <= 200
+           or wait.occurrence < 1
            or (wait.delay is not None and wait.delay < timedelta(0))
            or (wait.kind == "sleep" and wait.due is None and wait.delay is None)
            or (wait.kind == "event" and (not wait.events or any(not 1 <= len(n) <= 200 for n in wait.events)))

@@ -215,6 +215,19 @@ returns void language sql volatile set search_path = '' as $$
     select {{ s }}.record_types(p_types)
 $$;
 
+create or replace function {{ api }}.worker_beat(
+    p_id text, p_host text, p_pid int, p_version text, p_transport text, p_concurrency int,
+    p_types text[], p_running int, p_heartbeat interval, p_started_at timestamptz
+) returns void language sql volatile set search_path = '' as $$
+    select {{ s }}.worker_beat(p_id, p_host, p_pid, p_version, p_transport, p_concurrency, p_types, p_running,
+                               p_heartbeat, p_started_at)
+$$;
+
+create or replace function {{ api }}.worker_gone(p_id text)
+returns void language sql volatile set search_path = '' as $$
+    select {{ s }}.worker_gone(p_id)
+$$;
+
 revoke all on all functions in schema {{ api }} from public;
 do $grants$
 declare

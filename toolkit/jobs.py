@@ -200,3 +200,19 @@ class Attempt:
     outcome: str
     error: str | None
     duration: timedelta | None
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """A worker process as the workers table records it (0021): who it is, how it is woken, what it
+    serves, and how often it writes its heartbeat."""
+
+    id: str  # the worker id its claims write into jobs.worker_id
+    host: str
+    pid: int
+    version: str
+    transport: str  # 'pg_net' (woken over HTTP, POST /run) or 'notify' (LISTEN)
+    concurrency: int
+    types: tuple[str, ...]
+    heartbeat: timedelta
+    started_at: datetime

@@ -19,7 +19,19 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 from uuid import UUID
 
 from .connector import Row, Session, json_param
-from .jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, StepRecord, TraceContext, WaitSpec
+from .jobs import (
+    Attempt,
+    Claimed,
+    Done,
+    Failure,
+    Job,
+    JobResult,
+    NewJob,
+    StepRecord,
+    TraceContext,
+    WaitSpec,
+    WorkerInfo,
+)
 from .queries import queries
 
 T = TypeVar("T")
@@ -167,6 +179,20 @@ class Statements:
 
     def record_types(self, types: Sequence[str]) -> Statement[None]:
         return Statement(self.q["record_types"], {"types": list(types)}, _nothing)
+
+    # Worker presence (0021): a heartbeat every few seconds, the clean shutdown's mark.
+    def worker_beat(self, worker: WorkerInfo, running: int) -> Statement[None]:
+        return Statement(self.q["worker_beat"], {
+            "id": worker.id, "host": worker.host, "pid": worker.pid, "version": worker.version,
+            "transport": worker.transport, "concurrency": worker.concurrency, "types": list(worker.types),
+            "running": running, "heartbeat": worker.heartbeat, "started_at": worker.started_at}, _nothing)
+
+    def worker_gone(self, worker_id: str) -> Statement[None]:
+        return Statement(self.q["worker_gone"], {"id": worker_id}, _nothing)
+
+    def worker_counts(self) -> Statement[list[Row]]:
+        """Workers by state ('alive', 'stale', 'gone'): /metrics' jobkit_workers."""
+        return Statement(self.q["worker_counts"], {}, list, dicts=True)
     # The wake path (0010): a signed wake-up accepted once per fleet; a worker draining a type.
     def consume_wake(self, nonce: str, expires_at: datetime) -> Statement[bool]:
         return Statement(self.q["consume_wake"], {"nonce": nonce, "expires_at": expires_at}, _flag)

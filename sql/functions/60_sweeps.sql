@@ -4,7 +4,8 @@
 
 -- Processing jobs whose lease expired: back to pending with backoff while their round has attempts
 -- left, else failed (and waiters are notified), so every job reaches a state. The worker is told
--- when the retries are due.
+-- when the retries are due. It also sweeps the workers that stopped beating (sweep_workers,
+-- 75_workers.sql).
 create or replace function {{ s }}.sweep_stuck() returns table (id uuid, status text)
 language plpgsql volatile set search_path = '' as $$
 declare
@@ -15,6 +16,7 @@ declare
     r record;
 begin
     perform {{ s }}.sweep_waits();  -- waits nothing resolved (a lost wake-up): 47_waits.sql
+    perform {{ s }}.sweep_workers();
     with expired as (
         select e.id, {{ s }}.attempt_limit(e.max_attempts, e.handler_max_attempts,
                                           coalesce(t.max_attempts, d.max_attempts)) as round_limit

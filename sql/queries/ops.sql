@@ -325,3 +325,23 @@ select t.type from {{ s }}.job_types t where t.type operator(pg_catalog.<>) '*'
 union select k.type from {{ s }}.known_types k
 union select p.type from {{ s }}.pauses p
 union select j.type from {{ s }}.jobs j
+
+-- name: workers_list
+-- The workers table with each worker's state (0021): `jobkit status`, the dashboard's /workers, doctor.
+-- Live ones first, then stale, then gone; the oldest first within each.
+select w.id, w.host, w.pid, w.version, w.transport, w.concurrency, w.types, w.running,
+       extract(epoch from w.heartbeat)::pg_catalog.float8 as heartbeat_s, w.started_at, w.last_seen,
+       extract(epoch from pg_catalog.now() operator(pg_catalog.-) w.last_seen)::pg_catalog.float8
+           as seen_ago_s,
+       w.gone_at, w.gone_reason, w.state
+from {{ s }}.workers_now() w
+order by pg_catalog.array_position('{alive,stale,gone}'::pg_catalog.text[], w.state), w.started_at, w.id
+
+-- name: workers_jobs
+-- The jobs these workers hold now: leased rows only (jobs_lease_idx), never a scan of jobs.
+select j.worker_id, j.id, j.type, j.attempts, j.started_at, j.lease_expires_at
+from {{ s }}.jobs j
+where j.lease_expires_at is not null and j.status operator(pg_catalog.=) 'processing'
+  and j.worker_id operator(pg_catalog.=) any (%(ids)s::pg_catalog.text[])
+order by j.worker_id, j.started_at, j.id
+limit %(limit)s

@@ -42,6 +42,19 @@ select current_secret, previous_secret from {{ s }}.worker_keys()
 -- A worker's handler types, recorded when it starts (the types the CLI knows: ops/types.py).
 select {{ s }}.record_types(%(types)s::pg_catalog.text[])
 
+-- name: worker_beat
+-- A worker's heartbeat (0021): one upsert of its own row, every few seconds (worker/presence.py).
+select {{ s }}.worker_beat(%(id)s, %(host)s, %(pid)s, %(version)s, %(transport)s, %(concurrency)s,
+    %(types)s::pg_catalog.text[], %(running)s, %(heartbeat)s, %(started_at)s)
+
+-- name: worker_gone
+-- A worker's clean shutdown: its row is marked gone.
+select {{ s }}.worker_gone(%(id)s)
+
+-- name: worker_counts
+-- /metrics' jobkit_workers: workers by state (the workers table holds a row per worker process).
+select w.state, pg_catalog.count(*) as n from {{ s }}.workers_now() w group by w.state
+
 -- name: ping
 select 1 as ok
 

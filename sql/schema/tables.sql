@@ -383,6 +383,26 @@ create table {{ s }}.waiters (
     expires_at timestamptz not null
 );
 
+-- Live workers (0021): each worker process upserts its row every few seconds (worker_beat, off the
+-- claim and completion paths); a clean shutdown marks it gone (worker_gone), the stuck sweep marks
+-- gone those that missed their heartbeats and deletes rows gone for an hour (sweep_workers). id is
+-- the worker id claims write into jobs.worker_id. fillfactor 50: each heartbeat is a HOT update.
+create table {{ s }}.workers (
+    id          text primary key check (pg_catalog.char_length(id) between 1 and 200),
+    host        text not null,
+    pid         int not null,
+    version     text not null,
+    transport   text not null,  -- how it is woken: 'pg_net' (HTTP /run) or 'notify' (LISTEN)
+    concurrency int not null check (concurrency >= 1),
+    types       text[] not null default '{}',  -- the job types it serves
+    running     int not null default 0 check (running >= 0),  -- jobs it held at its last heartbeat
+    heartbeat   interval not null check (heartbeat > interval '0'),  -- how often it beats
+    started_at  timestamptz not null,
+    last_seen   timestamptz not null default now(),
+    gone_at     timestamptz,  -- null while it runs; set by its clean shutdown or by the sweep
+    gone_reason text check (gone_reason in ('stopped', 'missed heartbeats'))
+) with (fillfactor = 50);
+
 alter table {{ s }}.jobs enable row level security;
 alter table {{ s }}.job_attempts enable row level security;
 alter table {{ s }}.job_types enable row level security;
@@ -405,3 +425,4 @@ alter table {{ s }}.waiters enable row level security;
 alter table {{ s }}.job_waits enable row level security;
 alter table {{ s }}.events enable row level security;
 alter table {{ s }}.event_config enable row level security;
+alter table {{ s }}.workers enable row level security;

@@ -18,7 +18,7 @@ import pytest
 from jobkit.config import Backoff, RateLimitConfig, Settings, TypeConfig
 from jobkit.connector import Database
 from jobkit.exceptions import DatabaseError
-from jobkit.jobs import Failure, NewJob, Progress, Status, StepRecord, WaitSpec
+from jobkit.jobs import Failure, NewJob, Progress, Status, StepRecord, WaitSpec, WorkerInfo
 from jobkit.results import wait_async
 from jobkit.schema.deploy import DeployOptions, deploy
 from jobkit.worker.backends import Backend
@@ -441,3 +441,36 @@ def test_a_signed_wake_up_is_consumed_once(run: Run[Any]) -> None:
         assert await b.wake_idle("conformance.wake") is True
 
     run(body)
+
+
+def test_a_worker_beats_leaves_and_comes_back(run: Run[Any], request: pytest.FixtureRequest) -> None:
+    """Worker presence (issue 27, 0021) through every backend: a beat registers the row and a second
+    refreshes it, a clean stop marks it gone (twice is harmless), a later beat makes it alive again."""
+    info = WorkerInfo("conformance:0001", "host", 42, "1.0", "pg_net", 8, ("a", "b"), timedelta(seconds=2),
+                      datetime.now(UTC).replace(microsecond=0))
+    seen: list[tuple[int, str | None]] = []
+
+    async def body(b: Backend) -> None:
+        await b.worker_beat(info, 3)
+        await b.worker_beat(info, 5)
+        seen.append(_worker(b, request, info.id))
+        await b.worker_gone(info.id)
+        await b.worker_gone(info.id)
+        seen.append(_worker(b, request, info.id))
+        await b.worker_beat(info, 1)
+        seen.append(_worker(b, request, info.id))
+
+    run(body)
+    assert seen == [(5, None), (0, "stopped"), (1, None)]
+
+
+def _worker(b: Backend, request: pytest.FixtureRequest, worker_id: str) -> tuple[int, str | None]:
+    """(running, gone reason) as the backend's store holds the worker's row."""
+    if isinstance(b, MemoryBackend):
+        _info, running, _at, gone = b.workers[worker_id]
+        return running, gone
+    with Database(request.getfixturevalue("db_url")).session() as s:
+        row = s.one("select running, gone_reason, types, heartbeat, pid from jobkit.workers where id = %(id)s",
+                    {"id": worker_id})
+    assert row is not None and row["types"] == ["a", "b"] and row["heartbeat"] == timedelta(seconds=2)
+    return int(row["running"]), row["gone_reason"]

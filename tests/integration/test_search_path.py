@@ -39,7 +39,7 @@ from jobkit.connector import Database, Session
 from jobkit.cron import schedules as scheduling
 from jobkit.cron.pg_cron import CronJobs, CronSite
 from jobkit.handlers import RateLimited, Registry
-from jobkit.jobs import Failure, NewJob, StepRecord, WaitSpec
+from jobkit.jobs import Failure, NewJob, StepRecord, WaitSpec, WorkerInfo
 from jobkit.lifecycle import Lifecycle
 from jobkit.ops import doctor
 from jobkit.ops.localdb import LocalCluster
@@ -648,6 +648,13 @@ def _manager(session: Session) -> None:
     assert len(manager.claim("waits", 4, "w", timedelta(minutes=1))) == 3  # the nap ended: claimed
     manager.complete([(jobs[4].id, jobs[4].attempts, None)])  # the child finished: its parent resumes
     assert manager.sweep_waits() == 0
+    # Worker presence (0021): the worker "w" that claimed above beats, so status lists its jobs.
+    _present(manager)
+
+
+def _present(manager: Lifecycle) -> None:
+    info = WorkerInfo("w", "host", 1, "0", "notify", 4, ("manual",), timedelta(seconds=5), datetime.now(UTC))
+    manager.session.run(manager.sql.worker_beat(info, 1))
 
 
 def _endpoint(db_url: str, listen: str | None, pinned: Session) -> None:
@@ -822,13 +829,15 @@ def _dashboard(db_url: str, pinned: Session) -> None:
     dashboard = Dashboard(db_url, Settings(db_url=db_url), count_bound=0)  # 0: every count estimated too
     html = {"accept": "text/html"}
     schema = ident(SCHEMA)
+    _present(Lifecycle(pinned, SCHEMA))  # a live worker: /workers reads the jobs it holds
     try:
         with TestClient(dashboard.app, base_url="http://127.0.0.1", follow_redirects=False) as client:
             job = pinned.scalar(f"select id from {schema}.jobs limit 1")
             for path in ("/", "/fragments/overview", "/jobs", "/jobs?type=mail&status=completed&since=2020-01-01"
                          "&until=2100-01-01&worker=w&error=x&payload=%7B%22a%22%3A1%7D", f"/jobs/{job}",
                          "/schedules", "/ratelimits", "/actions", "/fragments/jobs?type=mail",
-                         "/jobs?cursor=2100-01-01T00:00:00%2B00:00%7C" + str(job)):
+                         "/jobs?cursor=2100-01-01T00:00:00%2B00:00%7C" + str(job), "/workers",
+                         "/fragments/workers"):
                 assert client.get(path, headers=html).status_code == 200, path
             token = re.search(r'name="csrf-token" content="([^"]+)"', client.get("/", headers=html).text)
             assert token

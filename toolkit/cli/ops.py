@@ -14,6 +14,8 @@ from ..durations import format_duration
 from ..exceptions import DriftError
 from ..ops import doctor as doctor_api
 from ..ops import status as status_api
+from ..ops.workers import WorkerRow
+from ..ops.workers import counts as worker_counts
 from .common import State, console, db_url_option, pass_state, timestamp, to_json
 
 ICONS = {"pass": "[green]✓ pass[/]", "warn": "[yellow]! warn[/]", "fail": "[red]✗ fail[/]"}
@@ -92,12 +94,28 @@ def render(st: status_api.QueueStatus) -> Table:
             f"\npaused: {p['type']}" + ("" if p["key"] is None else f" key {p['key']}")
             + f" since {timestamp(p['paused_at'])} (jobkit resume {p['type']}"
             + ("" if p["key"] is None else f" --key {p['key']}") + ")")
+    table.caption = f"{table.caption}\n{_workers(st.workers)}" if table.caption else _workers(st.workers)
     for s in st.schedules:
         table.caption = (table.caption or "schedules:") + (
             f"\n  {s['name']} ({s['schedule']}){'' if s['active'] else ' PAUSED'}: "
             f"last {s['last_run'] or 'never'} {s['last_status'] or ''}"
         )
     return table
+
+
+def _workers(workers: list[WorkerRow]) -> str:
+    """The workers table: a summary line, then one line per worker that is not gone."""
+    n = worker_counts(workers)
+    lines = [f"workers: {n['alive']} alive, {n['stale']} stale (missed heartbeats), {n['gone']} gone"]
+    for w in workers:
+        if w.state == "gone":
+            continue
+        seen = format_duration(timedelta(seconds=round(w.seen_ago_s)))
+        up = format_duration(timedelta(seconds=round(w.uptime_s)))
+        lines.append(f"  {w.id} {w.state.upper() if w.state == 'stale' else w.state}: pid {w.pid}, "
+                     f"{w.transport}, {w.running}/{w.concurrency} running, seen {seen} ago, up {up}, "
+                     f"v{w.version}")
+    return "\n".join(lines)
 
 
 def _keys(t: status_api.TypeStatus) -> str:

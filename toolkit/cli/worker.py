@@ -9,6 +9,7 @@ import click
 from ..durations import parse_duration
 from ..names import wake_channel
 from ..worker.endpoint import EndpointOptions
+from ..worker.presence import parse_heartbeat
 from ..worker.serve import (
     WorkerOptions,
     check_database,
@@ -51,6 +52,8 @@ def worker() -> None:
               help="Exit non-zero when the database (or LISTEN) stays unreachable this long.")
 @click.option("--listen", "listen_mode", is_flag=True,
               help="Also LISTEN for NOTIFY wake-ups (the transport without pg_net).")
+@click.option("--heartbeat", default="5s", show_default=True,
+              help="How often this worker writes its row of the workers table (1s to 1m; off: never).")
 @click.option("--no-prepare", is_flag=True, help="No prepared statements (Supavisor transaction mode).")
 @click.option("--data-api", is_flag=True,
               help="Call jobkit through Supabase's Data API ([api] schema, $SUPABASE_URL, "
@@ -59,7 +62,7 @@ def worker() -> None:
 @pass_state
 def serve_command(state: State, registry_spec: str, host: str, port: int, concurrency: int,
                   batch_size: int | None, prefetch: int | None, mode: str, grace: str, linger: str | None,
-                  give_up: str, listen_mode: bool, no_prepare: bool, data_api: bool,
+                  give_up: str, listen_mode: bool, heartbeat: str, no_prepare: bool, data_api: bool,
                   db_url: str | None) -> None:
     """Serve POST /run, GET /healthz and GET /metrics for the handlers in MODULE:REGISTRY.
 
@@ -74,6 +77,7 @@ def serve_command(state: State, registry_spec: str, host: str, port: int, concur
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s",
                         datefmt="%Y-%m-%dT%H:%M:%S%z")  # ISO 8601, like every command's output
+    beat = parse_heartbeat(heartbeat)
     settings = state.settings(db_url)
     registry = load_registry(registry_spec)
     default_linger = 0.0 if listen_mode else 2.0
@@ -83,7 +87,8 @@ def serve_command(state: State, registry_spec: str, host: str, port: int, concur
         grace=parse_duration(grace, what="--grace"), linger=lingering,
         give_up=parse_duration(give_up, what="--give-up"),
         listen=wake_channel(settings.schema) if listen_mode else None, secret=state.worker_secret(),
-        metrics_token=state.metrics_token())
+        metrics_token=state.metrics_token(),
+        heartbeat=beat)
     options = WorkerOptions(host=host, port=port, prepare=not no_prepare, endpoint=endpoint)
     backend = choose_backend(settings, options, data_api=data_api)
     check_port(host, port)  # a busy port: one line, exit 1

@@ -38,6 +38,7 @@ from ..exceptions import ConfigError, ConnectionFailed, JobkitError, NotFound
 from ..logthrottle import throttled
 from ..ops import operate
 from ..ops import triggers as row_triggers
+from ..ops import workers as worker_rows
 from ..ops.admin import tries
 from ..ops.types import declared
 from ..queries import queries
@@ -134,6 +135,8 @@ class Dashboard:
             Route("/types/active", self._route(self.type_active, post=True), methods=post),
             Route("/ratelimits", self._route(self.ratelimits), methods=get),
             Route("/triggers", self._route(self.triggers), methods=get),
+            Route("/workers", self._route(self.workers), methods=get),
+            Route("/fragments/workers", self._route(self.workers_fragment), methods=get),
             Route("/login", self._open(self.login_page), methods=get),
             Route("/login", self._open(self.login), methods=post),
             Route("/logout", self._route(self.logout, post=True), methods=post),
@@ -353,6 +356,17 @@ class Dashboard:
         with self.pool.session() as s:
             rows = row_triggers.rows(s, self.settings)
         return self.render(call, "triggers.html", triggers=rows)
+
+    def workers(self, call: Call) -> Response:
+        """The worker processes (the workers table, 0021), each with the jobs it holds now."""
+        with self.pool.session() as s:
+            rows = worker_rows.read(s, self.schema)
+        return self.render(call, "workers.html", workers=rows, counts=worker_rows.counts(rows))
+
+    def workers_fragment(self, call: Call) -> Response:
+        with self.pool.session() as s:
+            rows = worker_rows.read(s, self.schema)
+        return self.render(call, "_workers_table.html", workers=rows, counts=worker_rows.counts(rows))
 
     def login_page(self, call: Call) -> Response:
         if not self.guard.required:

@@ -17,6 +17,7 @@ from ..schema import presquash
 from ..schema.migrations import applied_migrations, plan, rows
 from ..schema.render import render_migrations
 from . import triggers as row_triggers
+from . import workers as worker_rows
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 BIG_TABLE_ROWS = 1_000_000
@@ -289,6 +290,27 @@ def _fairness(session: Session, settings: Settings, _db: Database) -> list[Check
     return [Check("concurrency", PASS, f"fair types: {fair}; nothing paused; {cancelled}")]
 
 
+def _workers(session: Session, settings: Settings, _db: Database) -> list[Check]:
+    """Workers that stopped writing their heartbeat: stale ones (not marked yet) and those the
+    sweep marked gone in the last hour (they ended without a clean shutdown)."""
+    workers = worker_rows.read(session, settings.schema, held=0)
+    n = worker_rows.counts(workers)
+    stale = [w for w in workers if w.state == "stale"]
+    lost = [w for w in workers if w.gone_reason == "missed heartbeats"]
+    if stale or lost:
+        named = "; ".join(f"{w.id} (pid {w.pid}, last seen {round(w.seen_ago_s)}s ago, {w.state})"
+                          for w in [*stale, *lost][:5])
+        return [Check("workers", WARN,
+                      f"{len(stale)} stale and {len(lost)} lost worker(s) stopped writing their heartbeat: "
+                      f"{named}",
+                      "look at that process (hung, killed or cut off from the database); its jobs return "
+                      "to the queue when their leases expire (sweep-stuck)")]
+    if not workers:
+        return [Check("workers", PASS, "no worker has registered (workers started with --heartbeat off "
+                      "are not listed)")]
+    return [Check("workers", PASS, f"{n['alive']} alive, {n['gone']} stopped in the last hour")]
+
+
 #: Tables that grow unless something prunes them (pg_cron's run history, pg_net's responses).
 SIZED_TABLES: tuple[str, ...] = ("cron.job_run_details", "net._http_response")
 
@@ -384,5 +406,6 @@ PROBES: list[Probe] = [
     _schedules,
     _fairness,
     _row_triggers,
+    _workers,
     table_sizes,
 ]

@@ -1,4 +1,4 @@
-"""`jobkit status`: the queue per type, wake-up health and the schedules, as data."""
+"""`jobkit status`: the queue per type, wake-up health, the workers and the schedules, as data."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from ..connector import Database
 from ..cron import schedules as scheduling
 from ..durations import format_time
 from ..queries import queries
+from . import workers as worker_rows
 
 TOP_KEYS = 20  # the busiest concurrency keys `jobkit status` shows
 
@@ -49,6 +50,7 @@ class QueueStatus:
     schedules: list[dict[str, Any]] = field(default_factory=list)
     keys: list[KeyStatus] = field(default_factory=list)  # the busiest concurrency keys
     pauses: list[dict[str, Any]] = field(default_factory=list)  # {type, key (None: the type), paused_at}
+    workers: list[worker_rows.WorkerRow] = field(default_factory=list)  # the workers table (0021)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,7 +69,8 @@ def collect(db: Database, settings: Settings, *, with_schedules: bool = True) ->
         wakeups: dict[str, dict[str, int]] = {}
         for r in s.all(q["status_wakeups"]):
             wakeups.setdefault(r["type"], {})[r["outcome"]] = int(r["n"])
-    status = QueueStatus(types=types, wakeups=wakeups, keys=keys, pauses=paused)
+        workers = worker_rows.read(s, settings.schema)
+    status = QueueStatus(types=types, wakeups=wakeups, keys=keys, pauses=paused, workers=workers)
     if with_schedules:
         status.schedules = [
             {"name": r.name, "schedule": r.schedule, "active": r.active, "last_status": r.last_status,

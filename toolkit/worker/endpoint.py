@@ -47,6 +47,7 @@ from .dispatch import Dispatcher
 from .drain import Drainer
 from .listen import Listener, Notifications
 from .metrics import CONTENT_TYPE, WorkerMetrics, allowed
+from .presence import HEARTBEAT, Presence, describe
 from .signing import HEADER, WINDOW, Verdict, Verifier
 from .supervise import TaskState, supervise
 
@@ -77,6 +78,7 @@ class EndpointOptions:
     signature_window: float = WINDOW  # seconds a wake-up's signature stays valid
     metrics_token: str | None = None  # GET /metrics needs it as a bearer token; None: loopback only
     metrics_ttl: float = 15.0  # seconds the backlog figures of /metrics are cached
+    heartbeat: timedelta | None = HEARTBEAT  # how often the worker writes its row (presence.py); None: off
 
 
 class WorkerEndpoint:
@@ -93,6 +95,8 @@ class WorkerEndpoint:
         self.drainer: Drainer | None = None
         self.dispatcher: Dispatcher | None = None
         self.listener: Listener | None = None
+        self.presence: Presence | None = None
+        self._beating: asyncio.Task[None] | None = None
         self._verifier = Verifier(window=options.signature_window)
         self._keys: list[str] = [options.secret] if options.secret else []
         self._keys_at = -KEYS_REFRESH
@@ -103,6 +107,7 @@ class WorkerEndpoint:
         self._lock = asyncio.Lock()
         self.caught_up = asyncio.Event()  # the start-up catch-up has woken what was due (HTTP mode)
         self.metrics = WorkerMetrics(getattr(backend, "backlog", None), ttl=options.metrics_ttl,
+                                     workers=getattr(backend, "worker_counts", None),
                                      drains=lambda: self.drainer.draining if self.drainer else 0,
                                      tasks_down=lambda: sum(t.down for t in self.task_states.values()))
         self.app = Starlette(routes=[Route("/run", self.run, methods=["POST"]),
@@ -134,6 +139,7 @@ class WorkerEndpoint:
                 self.dispatcher = Dispatcher(self.drainer, budget=o.budget, linger=o.linger)
                 self._db.up()
                 self._supervised("database", self._watch_database)
+                self._present(self.drainer)
                 if o.listen:
                     self.listener = Listener(self.dispatcher, _notifications(self.backend), o.listen,
                                              give_up=o.give_up, on_invalid=self.metrics.invalid_notification)
@@ -141,6 +147,24 @@ class WorkerEndpoint:
                 else:
                     self._spawn(self._catch_up(self.dispatcher))
             return self.drainer
+
+    def _present(self, drainer: Drainer) -> None:
+        """Register this worker and keep its row fresh (presence.py), unless the heartbeat is off."""
+        if self.options.heartbeat is None:
+            return
+        info = describe(drainer.worker_id, transport="notify" if self.options.listen else "pg_net",
+                        concurrency=self.options.concurrency, types=self.registry.types,
+                        heartbeat=self.options.heartbeat)
+        self.presence = Presence(self.backend, info, lambda: drainer.unfinished)
+        self._beating = asyncio.create_task(self.presence.run())
+
+    async def _absent(self) -> None:
+        """Stop the heartbeat, then mark this worker gone (a clean shutdown)."""
+        if self._beating is not None and self.presence is not None:
+            self._beating.cancel()
+            await asyncio.gather(self._beating, return_exceptions=True)
+            self._beating = None
+            await self.presence.leave()
 
     async def _record_types(self) -> None:
         """Tell the database which types this worker serves (the CLI then knows them); a failure
@@ -165,6 +189,7 @@ class WorkerEndpoint:
         if self.drainer is None or self.dispatcher is None:
             return
         await self.drainer.shutdown(self.options.grace)
+        await self._absent()
         if self.drainer.abandoned and self.exits_process:
             await self._release_and_exit(self.drainer)
         self.drainer.abandon()
@@ -205,6 +230,8 @@ class WorkerEndpoint:
                 "tasks": {name: t.state for name, t in tasks.items()},
                 "invalid_notifications": self.listener.invalid if self.listener else 0,
                 "worker": self.drainer.worker_id if self.drainer else None, "types": self.registry.types,
+                "heartbeat": ({"every_s": self.presence.every, "beats": self.presence.beats,
+                               "failing": self.presence.missed} if self.presence else None),
                 "draining": self.dispatcher.draining if self.dispatcher else [],
                 "window": self.drainer.window.describe() if self.drainer else None}
         return JSONResponse(body, status_code=200 if ok else 503)

@@ -4,7 +4,8 @@ The Drainer and its Recorder report to an :class:`Observer` at four places (a cl
 handler finished, an outcome statement returned, an attempt failed); :class:`WorkerMetrics` turns
 that into counters and histograms in a registry of its own (several endpoints in one process do
 not mix). The backlog and the oldest due job per type come from one query over the pending rows,
-cached for ``ttl`` seconds so that scrapes do not load the database.
+and the fleet's workers by state (``jobkit_workers``: alive, stale, gone) from the workers table,
+both cached for ``ttl`` seconds so that scrapes do not load the database.
 
 Exposed worker: ``/metrics`` answers only with ``Authorization: Bearer $JOBKIT_METRICS_TOKEN``, or,
 with no token configured, only to clients on the loopback interface.
@@ -21,6 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 Backlog = Callable[[], Awaitable[list[dict[str, Any]]]]
+WORKER_STATES = ("alive", "stale", "gone")  # sql/functions/75_workers.sql's worker_state
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
 STATEMENT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5)
@@ -70,7 +72,7 @@ class WorkerMetrics:
 
     def __init__(self, backlog: Backlog | None = None, *, ttl: float = 15.0,
                  drains: Callable[[], int] | None = None,
-                 tasks_down: Callable[[], int] | None = None) -> None:
+                 tasks_down: Callable[[], int] | None = None, workers: Backlog | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self._claimed = Counter("jobkit_jobs_claimed", "Jobs claimed by this worker.", ["type"], registry=r)
@@ -100,12 +102,15 @@ class WorkerMetrics:
                            "Long-lived worker tasks down now (restarting after a failure).", registry=r)
         if tasks_down is not None:
             self._down.set_function(lambda: float(tasks_down()))
+        self._workers = Gauge("jobkit_workers", "Worker processes in the workers table, by state (cached).",
+                              ["state"], registry=r)
         self._invalid = Counter("jobkit_notifications_invalid",
                                 "NOTIFY payloads on the wake channel that were not wake-ups (ignored).",
                                 registry=r)
         self._ran: dict[str, Any] = {}
         self._done: dict[str, Any] = {}
         self._fetch = backlog
+        self._fetch_workers = workers
         self._ttl = ttl
         self._fetched_at = -float("inf")
 
@@ -152,7 +157,15 @@ class WorkerMetrics:
             for row in rows:
                 self._backlog.labels(row["type"]).set(row["due"])
                 self._oldest.labels(row["type"]).set(row["oldest_due_s"] or 0.0)
+            await self._refresh_workers()
         return generate_latest(self.registry)
+
+    async def _refresh_workers(self) -> None:
+        if self._fetch_workers is None:
+            return
+        counts = {row["state"]: int(row["n"]) for row in await self._fetch_workers()}
+        for state in WORKER_STATES:
+            self._workers.labels(state).set(counts.get(state, 0))
 
 
 def allowed(token: str | None, authorization: str | None, client_host: str | None) -> bool:

@@ -17,7 +17,18 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
-from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, StepRecord, TraceContext, WaitSpec
+from ...jobs import (
+    Claimed,
+    Done,
+    Failure,
+    Job,
+    JobResult,
+    NewJob,
+    StepRecord,
+    TraceContext,
+    WaitSpec,
+    WorkerInfo,
+)
 
 
 class Backend(Protocol):
@@ -111,6 +122,15 @@ class Backend(Protocol):
 
     async def record_types(self, types: Sequence[str]) -> None:
         """Record the job types this worker serves (once, when it starts): the CLI knows them."""
+        ...
+
+    async def worker_beat(self, worker: WorkerInfo, running: int) -> None:
+        """This worker's heartbeat (presence.py): upsert its row of the workers table, with the
+        number of jobs it holds now."""
+        ...
+
+    async def worker_gone(self, worker_id: str) -> None:
+        """This worker stops (a clean shutdown): its row is marked gone."""
         ...
 
     async def consume_wake(self, nonce: str, expires_at: datetime) -> bool:

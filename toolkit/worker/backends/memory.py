@@ -22,7 +22,19 @@ from uuid import UUID
 
 from ...config import EventConfig, RateLimitConfig, TypeConfig
 from ...exceptions import DatabaseError
-from ...jobs import Attempt, Claimed, Done, Failure, Job, JobResult, NewJob, Status, StepRecord, TraceContext
+from ...jobs import (
+    Attempt,
+    Claimed,
+    Done,
+    Failure,
+    Job,
+    JobResult,
+    NewJob,
+    Status,
+    StepRecord,
+    TraceContext,
+    WorkerInfo,
+)
 from ..attempt import Outcome
 from .memory_waits import Waits, WaitsInMemory
 
@@ -88,6 +100,9 @@ class MemoryBackend(WaitsInMemory):
         self.secret = secret
         self.rows: dict[UUID, _Row] = {}
         self.known_types: set[str] = set()  # what workers recorded (record_types)
+        #: the workers table (0021): worker id -> (its info, jobs held at its last beat, last beat
+        #: by ``clock``, gone: None while it runs, else 'stopped')
+        self.workers: dict[str, tuple[WorkerInfo, int, float, str | None]] = {}
         self._buckets = {
             k: _Bucket(c.rate, c.burst, float(c.burst), clock()) for k, c in (ratelimits or {}).items()
         }
@@ -275,6 +290,14 @@ class MemoryBackend(WaitsInMemory):
 
     async def record_types(self, types: Sequence[str]) -> None:
         self.known_types.update(types)
+
+    async def worker_beat(self, worker: WorkerInfo, running: int) -> None:
+        self.workers[worker.id] = (worker, max(running, 0), self.clock(), None)
+
+    async def worker_gone(self, worker_id: str) -> None:
+        row = self.workers.get(worker_id)
+        if row is not None and row[3] is None:
+            self.workers[worker_id] = (row[0], 0, row[2], "stopped")
     async def consume_wake(self, nonce: str, expires_at: datetime) -> bool:
         """Once per backend (a fleet sharing this memory): the nonce store of the database's
         consume_wake, expired entries forgotten."""

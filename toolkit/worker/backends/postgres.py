@@ -65,6 +65,9 @@ class PostgresBackend:
     worker_keys = step(Statements.worker_keys)
     ping = step(Statements.ping)
     record_types = step(Statements.record_types)
+    worker_beat = step(Statements.worker_beat)
+    worker_gone = step(Statements.worker_gone)
+    worker_counts = step(Statements.worker_counts)  # /metrics' jobkit_workers; not a Backend step
     consume_wake = step(Statements.consume_wake)
     wake_draining = step(Statements.wake_draining)
     wake_idle = step(Statements.wake_idle)

@@ -21,7 +21,18 @@ from postgrest import APIError, AsyncPostgrestClient
 from supabase import AsyncClient, AsyncClientOptions, acreate_client
 
 from ...exceptions import ConfigError, ConnectionFailed, DatabaseError
-from ...jobs import Claimed, Done, Failure, Job, JobResult, NewJob, StepRecord, TraceContext, WaitSpec
+from ...jobs import (
+    Claimed,
+    Done,
+    Failure,
+    Job,
+    JobResult,
+    NewJob,
+    StepRecord,
+    TraceContext,
+    WaitSpec,
+    WorkerInfo,
+)
 from ...lifecycle import enqueue_many_params
 
 _HINTS = {
@@ -194,6 +205,16 @@ class SupabaseBackend:
 
     async def record_types(self, types: Sequence[str]) -> None:
         await self._rpc("record_types", {"p_types": list(types)})
+
+    async def worker_beat(self, worker: WorkerInfo, running: int) -> None:
+        await self._rpc("worker_beat", {
+            "p_id": worker.id, "p_host": worker.host, "p_pid": worker.pid, "p_version": worker.version,
+            "p_transport": worker.transport, "p_concurrency": worker.concurrency,
+            "p_types": list(worker.types), "p_running": running, "p_heartbeat": _interval(worker.heartbeat),
+            "p_started_at": worker.started_at.isoformat()})
+
+    async def worker_gone(self, worker_id: str) -> None:
+        await self._rpc("worker_gone", {"p_id": worker_id})
     async def consume_wake(self, nonce: str, expires_at: datetime) -> bool:
         params = {"p_nonce": nonce, "p_expires_at": expires_at.isoformat()}
         return bool(await self._rpc("consume_wake", params))

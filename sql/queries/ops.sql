@@ -328,7 +328,7 @@ union select j.type from {{ s }}.jobs j
 
 -- name: workers_list
 -- The workers table with each worker's state (0021): `jobkit status`, the dashboard's /workers, doctor.
--- Live ones first, then stale, then gone; the oldest first within each.
+-- Live ones first, then stale, then gone; the oldest first within each; at most %(limit)s.
 select w.id, w.host, w.pid, w.version, w.transport, w.concurrency, w.types, w.running,
        extract(epoch from w.heartbeat)::pg_catalog.float8 as heartbeat_s, w.started_at, w.last_seen,
        extract(epoch from pg_catalog.now() operator(pg_catalog.-) w.last_seen)::pg_catalog.float8
@@ -336,6 +336,7 @@ select w.id, w.host, w.pid, w.version, w.transport, w.concurrency, w.types, w.ru
        w.gone_at, w.gone_reason, w.state
 from {{ s }}.workers_now() w
 order by pg_catalog.array_position('{alive,stale,gone}'::pg_catalog.text[], w.state), w.started_at, w.id
+limit %(limit)s
 
 -- name: workers_jobs
 -- The jobs these workers hold now: leased rows only (jobs_lease_idx), never a scan of jobs.

@@ -33,7 +33,7 @@ from starlette.testclient import TestClient
 TOKEN = "t0ken-for-the-dashboard-tests"
 JWT_SECRET = "super-secret-jwt-key-of-the-supabase-project"
 PAGES = ["/", "/fragments/overview", "/jobs", "/fragments/jobs", "/fragments/jobs?type=sync_crm&status=dead",
-         "/schedules", "/ratelimits", "/triggers", "/actions",
+         "/schedules", "/ratelimits", "/triggers", "/actions", "/workers", "/fragments/workers",
          "/jobs?status=dead", "/jobs?payload=%7B%22user_id%22%3A3%7D", "/?window=1d&type=send_email"]
 HTML = {"accept": "text/html"}
 

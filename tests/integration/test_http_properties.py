@@ -143,7 +143,8 @@ def test_every_worker_route_answers_anything_with_a_4xx_at_worst(
 
 PARAMS = ["window", "type", "status", "since", "until", "worker", "error", "payload", "cursor", "next",
           "verb", "scope", "matched", "key", "active", "name", "x"]
-GET_PAGES = ["/", "/fragments/overview", "/jobs", "/actions", "/schedules", "/ratelimits", "/login"]
+GET_PAGES = ["/", "/fragments/overview", "/jobs", "/actions", "/schedules", "/ratelimits", "/login", "/workers",
+             "/fragments/workers"]
 POST_PAGES = ["/actions/confirm", "/actions/run", "/schedules/active", "/types/active", "/login", "/logout"]
 SEGMENT = st.one_of(TEXT, st.integers(-10, 10**30).map(str), st.uuids().map(str))
 PATH_WITH_SEGMENT = st.builds(lambda pattern, t: pattern.format(quote(t, safe="")),

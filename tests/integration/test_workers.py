@@ -214,6 +214,8 @@ def test_the_dashboard_lists_workers_with_their_jobs(db_url: str, session: Sessi
     _beat(manager, _info("host-a:0001"), running=2)
     _beat(manager, _info("host-b:0002"))
     manager.session.run(manager.sql.worker_gone("host-b:0002"))
+    evil = "<script>alert(1)</script>"  # what a worker writes is data: escaped like a job's payload
+    _beat(manager, _info(f"x{evil}", host=evil, version=evil, transport=evil, types=(evil,)))
     held = manager.enqueue_many([NewJob("mail", {"i": i}) for i in range(3)])
     manager.claim("mail", 2, "host-a:0001", timedelta(minutes=5))
     dashboard = Dashboard(db_url, Settings(db_url=db_url))
@@ -231,7 +233,8 @@ def test_the_dashboard_lists_workers_with_their_jobs(db_url: str, session: Sessi
     assert not any(i in page.text for i in unclaimed)
     assert 'data-worker="host-a:0001" data-state="alive"' in page.text
     assert 'data-worker="host-b:0002" data-state="gone"' in page.text
-    assert "1 alive" in fragment.text and "1 gone" in fragment.text
+    assert "2 alive" in fragment.text and "1 gone" in fragment.text
+    assert evil not in page.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
 
 
 def test_worker_rows_are_checked(session: Session) -> None:

@@ -15,7 +15,6 @@ from ..exceptions import DriftError
 from ..ops import doctor as doctor_api
 from ..ops import status as status_api
 from ..ops.workers import WorkerRow
-from ..ops.workers import counts as worker_counts
 from .common import State, console, db_url_option, pass_state, timestamp, to_json
 
 ICONS = {"pass": "[green]✓ pass[/]", "warn": "[yellow]! warn[/]", "fail": "[red]✗ fail[/]"}
@@ -94,7 +93,8 @@ def render(st: status_api.QueueStatus) -> Table:
             f"\npaused: {p['type']}" + ("" if p["key"] is None else f" key {p['key']}")
             + f" since {timestamp(p['paused_at'])} (jobkit resume {p['type']}"
             + ("" if p["key"] is None else f" --key {p['key']}") + ")")
-    table.caption = f"{table.caption}\n{_workers(st.workers)}" if table.caption else _workers(st.workers)
+    workers = _workers(st.workers, st.worker_counts)
+    table.caption = f"{table.caption}\n{workers}" if table.caption else workers
     for s in st.schedules:
         table.caption = (table.caption or "schedules:") + (
             f"\n  {s['name']} ({s['schedule']}){'' if s['active'] else ' PAUSED'}: "
@@ -103,9 +103,8 @@ def render(st: status_api.QueueStatus) -> Table:
     return table
 
 
-def _workers(workers: list[WorkerRow]) -> str:
+def _workers(workers: list[WorkerRow], n: dict[str, int]) -> str:
     """The workers table: a summary line, then one line per worker that is not gone."""
-    n = worker_counts(workers)
     lines = [f"workers: {n['alive']} alive, {n['stale']} stale (missed heartbeats), {n['gone']} gone"]
     for w in workers:
         if w.state == "gone":

@@ -359,14 +359,15 @@ class Dashboard:
 
     def workers(self, call: Call) -> Response:
         """The worker processes (the workers table, 0021), each with the jobs it holds now."""
-        with self.pool.session() as s:
-            rows = worker_rows.read(s, self.schema)
-        return self.render(call, "workers.html", workers=rows, counts=worker_rows.counts(rows))
+        return self._workers(call, "workers.html")
 
     def workers_fragment(self, call: Call) -> Response:
+        return self._workers(call, "_workers_table.html")
+
+    def _workers(self, call: Call, template: str) -> Response:
         with self.pool.session() as s:
-            rows = worker_rows.read(s, self.schema)
-        return self.render(call, "_workers_table.html", workers=rows, counts=worker_rows.counts(rows))
+            rows, counts = worker_rows.read(s, self.schema), worker_rows.counts(s, self.schema)
+        return self.render(call, template, workers=rows, counts=counts)
 
     def login_page(self, call: Call) -> Response:
         if not self.guard.required:

@@ -294,7 +294,7 @@ def _workers(session: Session, settings: Settings, _db: Database) -> list[Check]
     """Workers that stopped writing their heartbeat: stale ones (not marked yet) and those the
     sweep marked gone in the last hour (they ended without a clean shutdown)."""
     workers = worker_rows.read(session, settings.schema, held=0)
-    n = worker_rows.counts(workers)
+    n = worker_rows.counts(session, settings.schema)
     stale = [w for w in workers if w.state == "stale"]
     lost = [w for w in workers if w.gone_reason == "missed heartbeats"]
     if stale or lost:

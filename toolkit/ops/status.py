@@ -51,6 +51,7 @@ class QueueStatus:
     keys: list[KeyStatus] = field(default_factory=list)  # the busiest concurrency keys
     pauses: list[dict[str, Any]] = field(default_factory=list)  # {type, key (None: the type), paused_at}
     workers: list[worker_rows.WorkerRow] = field(default_factory=list)  # the workers table (0021)
+    worker_counts: dict[str, int] = field(default_factory=dict)  # all of them by state
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,8 +70,9 @@ def collect(db: Database, settings: Settings, *, with_schedules: bool = True) ->
         wakeups: dict[str, dict[str, int]] = {}
         for r in s.all(q["status_wakeups"]):
             wakeups.setdefault(r["type"], {})[r["outcome"]] = int(r["n"])
-        workers = worker_rows.read(s, settings.schema)
-    status = QueueStatus(types=types, wakeups=wakeups, keys=keys, pauses=paused, workers=workers)
+        workers, counted = worker_rows.read(s, settings.schema), worker_rows.counts(s, settings.schema)
+    status = QueueStatus(types=types, wakeups=wakeups, keys=keys, pauses=paused, workers=workers,
+                         worker_counts=counted)
     if with_schedules:
         status.schedules = [
             {"name": r.name, "schedule": r.schedule, "active": r.active, "last_status": r.last_status,

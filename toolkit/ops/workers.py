@@ -18,6 +18,7 @@ from ..connector import Session
 from ..queries import queries
 
 HELD_SHOWN = 2000  # the most held jobs read at once (all workers together)
+WORKERS_SHOWN = 500  # the most worker rows read at once (live ones first)
 
 
 @dataclass(frozen=True)
@@ -54,10 +55,12 @@ class WorkerRow:
         return max((end - self.started_at).total_seconds(), 0.0)
 
 
-def read(session: Session, schema: str, *, held: int = HELD_SHOWN) -> list[WorkerRow]:
-    """Every worker row, live ones first, each with the jobs it holds (up to ``held`` in all)."""
+def read(session: Session, schema: str, *, held: int = HELD_SHOWN,
+         shown: int = WORKERS_SHOWN) -> list[WorkerRow]:
+    """The worker rows (up to ``shown``, live ones first), each with the jobs it holds (up to
+    ``held`` in all)."""
     q = queries(schema)
-    workers = [_worker(r) for r in session.all(q["workers_list"])]
+    workers = [_worker(r) for r in session.all(q["workers_list"], {"limit": shown})]
     live = [w.id for w in workers if w.state != "gone"]
     if live and held > 0:
         by_id = {w.id: w for w in workers}
@@ -67,11 +70,11 @@ def read(session: Session, schema: str, *, held: int = HELD_SHOWN) -> list[Worke
     return workers
 
 
-def counts(workers: list[WorkerRow]) -> dict[str, int]:
-    """Workers by state, every state present."""
+def counts(session: Session, schema: str) -> dict[str, int]:
+    """Workers by state (all of them), every state present."""
     out = {"alive": 0, "stale": 0, "gone": 0}
-    for w in workers:
-        out[w.state] = out.get(w.state, 0) + 1
+    for r in session.all(queries(schema)["worker_counts"]):
+        out[r["state"]] = int(r["n"])
     return out
 
 

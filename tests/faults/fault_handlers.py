@@ -112,3 +112,17 @@ def durable(payload: Any, ctx: Any) -> Any:
         done.append(ctx.step(f"s{i}", run, f"s{i}"))
         time.sleep(pause)
     return done
+
+
+@jobs.handler("fault.sleeper", timeout=30, lease=5, backoff=QUICK)
+async def sleeper(payload: Any, ctx: Any) -> Any:
+    """Sleeps payload["for"] seconds holding no worker (issue 25), then completes."""
+    await ctx.sleep(float(payload.get("for", 3)))
+    return "slept"
+
+
+@jobs.handler("fault.waiter", timeout=30, lease=5, backoff=QUICK)
+async def waiter(payload: Any, ctx: Any) -> Any:
+    """Waits for the event fault.go with its key (issue 25); returns the event's data."""
+    got = await ctx.wait_for_event("fault.go", key=payload["key"], timeout="10m")
+    return None if got is None else got.data

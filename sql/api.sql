@@ -189,6 +189,22 @@ create or replace function {{ api }}.save_steps(
                                      p_tries, p_started_at, p_hold)
 $$;
 
+-- Job graphs (issue 25): a job's parents as they ended (ctx.parents); a whole graph in one call.
+create or replace function {{ api }}.parents(p_id uuid)
+returns table (id uuid, type text, status text, result jsonb, error text, on_parent_failure text)
+language sql stable set search_path = '' as $$
+    select * from {{ s }}.job_parents(p_id)
+$$;
+
+create or replace function {{ api }}.create_flow(
+    p_name text, p_types jsonb, p_payloads jsonb, p_parents int[], p_children int[],
+    p_policies text[] default null, p_priority int[] default null, p_run_at timestamptz[] default null,
+    p_max_attempts int[] default null, p_trace_context jsonb default null
+) returns table (flow_id uuid, job_ids uuid[]) language sql volatile set search_path = '' as $$
+    select * from {{ s }}.create_flow(p_name, p_types, p_payloads, p_parents, p_children, p_policies, p_priority,
+                                      p_run_at, p_max_attempts, p_trace_context)
+$$;
+
 -- The wake path (0010): a signed wake-up accepted once per fleet; a worker draining a type.
 create or replace function {{ api }}.consume_wake(p_nonce text, p_expires_at timestamptz)
 returns boolean language sql volatile set search_path = '' as $$

@@ -18,6 +18,7 @@ from .config import Settings, load_settings
 from .enqueue import enqueue, enqueue_async, enqueue_many, enqueue_many_async
 from .events import emit, emit_async
 from .exceptions import JobFailed, JobkitError, WaitTimeout
+from .flows import Flow, FlowJob, FlowRun, Gathered, Parent, flow, gather
 from .handlers import Registry
 from .jobs import Job, JobResult, NewJob, Progress, Status
 from .results import wait, wait_async
@@ -31,6 +32,7 @@ from .worker.endpoint import WorkerEndpoint, create_app
 from .worker.waits import Event, EventSpec, Suspend
 
 __all__ = [
+    "Flow", "FlowJob", "FlowRun", "Gathered", "Parent", "flow", "gather",
     "Event", "EventSpec", "Job", "JobContext", "JobFailed", "JobResult", "JobkitError", "MemoryBackend",
     "NewJob", "Permanent",
     "PostgresBackend", "Progress", "RateLimited", "Registry", "Retry", "Settings", "Status", "StepLost",

@@ -3,7 +3,8 @@ sql/schema.sql), a job to enqueue, a claimed job, an outcome to record, an attem
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -28,6 +29,8 @@ class Status(StrEnum):
     CANCELLED = "cancelled"
     #: a durable job waiting (ctx.sleep, wait_for_event, wait_for_jobs): pending again when it ends
     WAITING = "waiting"
+    #: a job of a graph (jobkit.flow) whose parents have not all ended, or whose flow is paused
+    BLOCKED = "blocked"
 
 
 @dataclass(frozen=True)
@@ -216,3 +219,47 @@ class WorkerInfo:
     types: tuple[str, ...]
     heartbeat: timedelta
     started_at: datetime
+
+
+# ---- job graphs (jobkit.flow; toolkit/flows.py builds them) ----------------------------------------
+
+@dataclass(frozen=True)
+class FlowRun:
+    """An inserted flow: its id and its jobs' ids in the order they were added."""
+
+    id: UUID
+    job_ids: list[UUID] = field(default_factory=list)
+
+    def __getitem__(self, job: Any) -> UUID:
+        """The id of a job of the flow, by the handle Flow.add returned (a jobkit.FlowJob)."""
+        position: int = job.position
+        return self.job_ids[position]
+
+
+@dataclass(frozen=True, slots=True)
+class Parent:
+    """A parent of the running job, as it ended (``ctx.parents()``)."""
+
+    id: UUID
+    type: str
+    status: str
+    result: Any
+    error: str | None
+    on_parent_failure: str
+
+
+@dataclass(frozen=True, slots=True)
+class Gathered:
+    """What a gather callback's parents ended with (``ctx.gathered()``)."""
+
+    succeeded: list[UUID]
+    failed: list[UUID]  # failed, dead or cancelled
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {"succeeded": len(self.succeeded), "failed": len(self.failed)}
+
+
+def gathered(parents: Sequence[Parent]) -> Gathered:
+    return Gathered([p.id for p in parents if p.status == "completed"],
+                    [p.id for p in parents if p.status != "completed"])

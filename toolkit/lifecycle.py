@@ -19,14 +19,17 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 from uuid import UUID
 
 from .connector import Row, Session, json_param
+from .exceptions import ConfigError
 from .jobs import (
     Attempt,
     Claimed,
     Done,
     Failure,
+    FlowRun,
     Job,
     JobResult,
     NewJob,
+    Parent,
     StepRecord,
     TraceContext,
     WaitSpec,
@@ -139,6 +142,14 @@ class Statements:
         """Register waiters: these jobs' completions are notified on <schema>_done (0014)."""
         return Statement(self.q["wait_on"], {"ids": list(job_ids), "for": wait_for}, _nothing)
 
+    def create_flow(self, graph: Any, trace_context: TraceContext | None = None) -> Statement[FlowRun]:
+        """Insert a graph (a jobkit.Flow) in one statement: its id and its jobs' ids in input order."""
+        return Statement(self.q["create_flow"], flow_params(graph, trace_context), _flow_run)
+
+    def parents(self, job_id: UUID) -> Statement[list[Parent]]:
+        """A job's parents as they ended (ctx.parents)."""
+        return Statement(self.q["parents"], {"id": job_id}, _parents)
+
     def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> Statement[set[UUID]]:
         return Statement(self.q["progress"], {**running_params([(r[0], r[1]) for r in reports]),
                                                   "progress": json_param([r[2] for r in reports])}, _id_set)
@@ -239,6 +250,8 @@ class Lifecycle:
     history = step(Statements.history)
     state = step(Statements.state)
     wait_on = step(Statements.wait_on)
+    create_flow = step(Statements.create_flow)
+    parents = step(Statements.parents)
 
     def enqueue_many(self, jobs: Sequence[NewJob], trace_context: TraceContext | None = None) -> list[UUID]:
         return self.session.run(self.sql.enqueue_many(jobs, trace_context)) if jobs else []
@@ -279,6 +292,27 @@ def enqueue_many_params(jobs: Sequence[NewJob], trace_context: TraceContext | No
         "max_attempts": _nullable([j.max_attempts for j in jobs]),
         "idempotency_keys": _nullable([j.idempotency_key for j in jobs]),
         "concurrency_keys": _nullable([j.concurrency_key for j in jobs]),
+    }
+
+
+def flow_params(graph: Any, trace_context: TraceContext | None = None,
+                owner: str | None = None) -> dict[str, Any]:
+    """create_flow's parameters for a jobkit.Flow (toolkit/flows.py): like enqueue_many's (JSON
+    documents for types and payloads), the edges as 1-based positions."""
+    jobs = graph.jobs
+    if not jobs:
+        raise ConfigError("a flow needs at least one job", hint="add jobs with flow.add(type, payload)")
+    types = [j.type for j in jobs]
+    policies = [e.policy for e in graph.edges]
+    return {
+        "name": graph.name, "owner": owner, "trace_context": _trace(trace_context),
+        "types": json_param(types[0] if types.count(types[0]) == len(types) else types),
+        "payloads": json_param([j.payload for j in jobs]),
+        "parents": [e.parent + 1 for e in graph.edges], "children": [e.child + 1 for e in graph.edges],
+        "policies": None if all(p == "fail" for p in policies) else policies,
+        "priorities": _nullable([j.priority or None for j in jobs]),
+        "run_ats": _nullable([j.run_at for j in jobs]), "delays": _nullable([j.delay for j in jobs]),
+        "max_attempts": _nullable([j.max_attempts for j in jobs]),
     }
 
 
@@ -338,6 +372,14 @@ def _nullable(values: list[Any]) -> list[Any] | None:
 
 def _first_uuid(rows: list[tuple[Any, ...]]) -> UUID:
     return UUID(str(rows[0][0]))
+
+
+def _flow_run(rows: list[tuple[Any, ...]]) -> FlowRun:
+    return FlowRun(rows[0][0], list(rows[0][1]))
+
+
+def _parents(rows: list[tuple[Any, ...]]) -> list[Parent]:
+    return [Parent(*r) for r in rows]
 
 
 def _column(rows: list[tuple[Any, ...]]) -> list[Any]:

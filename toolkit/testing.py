@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,7 +33,8 @@ from .config import EventConfig, RateLimitConfig, Settings, TypeConfig
 from .connector import Database
 from .enqueue import check_job
 from .exceptions import JobkitError, NotFound
-from .jobs import Attempt, JobResult, NewJob
+from .flows import Flow, gather_graph
+from .jobs import Attempt, FlowRun, JobResult, NewJob
 from .worker.backends.memory import DEFAULTS, MemoryBackend
 from .worker.drain import Drainer
 from .worker.handler import Handlers
@@ -69,6 +70,14 @@ class InlineQueue:
         wait = delay if delay is None or isinstance(delay, timedelta) else timedelta(seconds=float(delay))
         job = check_job(NewJob(job_type, payload, priority, run_at, max_attempts, idempotency_key, wait))
         return asyncio.run(self.backend.enqueue(job))
+
+    def flow(self, graph: Flow) -> FlowRun:
+        """Like :func:`jobkit.flow`, into memory: children blocked until their parents end."""
+        return self.backend.flow(graph)
+
+    def gather(self, jobs: Sequence[NewJob], then: NewJob, *, name: str | None = None) -> FlowRun:
+        """Like :func:`jobkit.gather`, into memory: ``then`` runs once every job ended."""
+        return self.backend.flow(gather_graph(jobs, then, name))
 
     def run(self, *, max_rounds: int = 10_000) -> int:
         """Drain every type until no job is pending and no sleep or wait timeout is left to pass,

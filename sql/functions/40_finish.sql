@@ -3,12 +3,15 @@
 -- Applied in file-name order (after 30_claim.sql, before 50_operate.sql); sql/functions/README.md says how deploy applies these files.
 
 -- Complete many (id, attempt) pairs in one fenced statement. p_results null = every result null
--- (handlers that return nothing: nothing to decode, nothing to look up). Waiters are notified.
+-- (handlers that return nothing: nothing to decode, nothing to look up). Waiters are notified, and
+-- the children of jobs of a graph are told (_settle_children, 48_flows.sql); a plain job pays one
+-- null in an aggregate for that.
 create or replace function {{ s }}.complete_jobs(p_ids uuid[], p_attempts int[], p_results jsonb[])
 returns setof uuid
 language plpgsql volatile set search_path = '' as $$
 declare
     v_done uuid[];
+    v_parents uuid[];
 begin
     with done as (
         update {{ s }}.jobs j
@@ -17,11 +20,15 @@ begin
             completed_at = now(), lease_expires_at = null, updated_at = now()
         where j.id = any (p_ids) and j.status = 'processing'
           and j.attempts = p_attempts[array_position(p_ids, j.id)]
-        returning j.id
+        returning j.id, j.flow_id
     )
-    select array_agg(d.id) into v_done from done d;
+    select array_agg(d.id), array_agg(d.id) filter (where d.flow_id is not null)
+    into v_done, v_parents from done d;
     if v_done is not null then
         perform {{ s }}._notify_done(v_done);
+    end if;
+    if v_parents is not null then  -- jobs of a graph (0020): their children may be due now
+        perform {{ s }}._settle_children(v_parents);
     end if;
     return query select unnest(v_done);
 end
@@ -46,6 +53,7 @@ language plpgsql volatile set search_path = '' as $$
 declare
     v_ids uuid[];
     v_statuses text[];
+    v_parents uuid[];
 begin
     with input as (
         select u.id, u.attempt, u.error, p_retry_in[u.ord] as retry_in,
@@ -69,17 +77,22 @@ begin
             last_error = i.error, lease_expires_at = null, updated_at = now()
         from decided i
         where j.id = any (p_ids) and j.id = i.id and j.status = 'processing' and j.attempts = i.attempt
-        returning j.id, j.status, j.attempts, j.worker_id, j.started_at, j.last_error
+        returning j.id, j.status, j.attempts, j.worker_id, j.started_at, j.last_error, j.flow_id
     ), history as (
         insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
         select c.id, c.attempts, c.worker_id, c.started_at,
                case when c.status = 'pending' then 'retry' else 'failed' end, c.last_error
         from changed c
     )
-    select array_agg(c.id), array_agg(c.status) into v_ids, v_statuses from changed c;
+    select array_agg(c.id), array_agg(c.status),
+           array_agg(c.id) filter (where c.flow_id is not null and c.status = 'failed')
+    into v_ids, v_statuses, v_parents from changed c;
     if 'failed' = any (v_statuses) then
         perform {{ s }}._notify_done(array(
             select u.id from unnest(v_ids, v_statuses) as u(id, status) where u.status = 'failed'));
+    end if;
+    if v_parents is not null then  -- failed jobs of a graph: their children's policies apply
+        perform {{ s }}._settle_children(v_parents);
     end if;
     return query select u.id, u.status from unnest(v_ids, v_statuses) as u(id, status);
 end

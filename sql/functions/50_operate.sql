@@ -21,35 +21,41 @@ begin
 end
 $$;
 
--- Cancel a pending, waiting or processing job. A running attempt may finish, but its result is
--- refused. A waiting job's wait is dropped. Waiters are notified.
+-- Cancel a pending, waiting, blocked or processing job. A running attempt may finish, but its result
+-- is refused. A waiting job's wait is dropped. Waiters are notified. A job of a graph cancels its
+-- blocked descendants (through 'fail' and 'cancel' edges; a 'run' child counts it as ended:
+-- _settle_children).
 create or replace function {{ s }}.cancel_job(p_id uuid) returns boolean
 language plpgsql volatile set search_path = '' as $$
 declare
     v_id uuid;
+    v_flow uuid;
 begin
     with target as (
         select j.id, j.status as was from {{ s }}.jobs j
-        where j.id = p_id and j.status in ('pending', 'processing', 'waiting')
+        where j.id = p_id and j.status in ('pending', 'processing', 'waiting', 'blocked')
         for update
     ), changed as (
         update {{ s }}.jobs j
         set status = 'cancelled', completed_at = now(), lease_expires_at = null, updated_at = now()
         from target t
         where j.id = t.id
-        returning j.id, j.attempts, j.worker_id, j.started_at, t.was
+        returning j.id, j.attempts, j.worker_id, j.started_at, t.was, j.flow_id
     ), history as (
         -- the running attempt ends here; a pending job's last attempt was recorded when it ended
         insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome)
         select c.id, c.attempts, c.worker_id, c.started_at, 'cancelled' from changed c
         where c.was = 'processing' and c.worker_id is not null and c.attempts > 0
     )
-    select c.id into v_id from changed c;
+    select c.id, c.flow_id into v_id, v_flow from changed c;
     if v_id is null then
         return false;
     end if;
     delete from {{ s }}.job_waits w where w.job_id = v_id;
     perform {{ s }}._notify_done(array[v_id]);
+    if v_flow is not null then
+        perform {{ s }}._settle_children(array[v_id]);
+    end if;
     return true;
 end
 $$;
@@ -93,6 +99,8 @@ language sql volatile set search_path = '' as $$
         delete from {{ s }}.job_steps t using gone g where t.job_id = g.id
     ), waits as (
         delete from {{ s }}.job_waits w using gone g where w.job_id = g.id
+    ), edges as (  -- its own edges in; a blocked child of a deleted parent: _sweep_blocked settles it
+        delete from {{ s }}.job_edges e using gone g where e.child_id = g.id
     )
     select count(*)::int from gone
 $$;

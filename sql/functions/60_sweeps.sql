@@ -13,6 +13,7 @@ declare
     v_statuses text[];
     v_types text[];
     v_due timestamptz[];
+    v_parents uuid[];
     r record;
 begin
     perform {{ s }}.sweep_waits();  -- waits nothing resolved (a lost wake-up): 47_waits.sql
@@ -38,13 +39,19 @@ begin
             lease_expires_at = null, updated_at = now()
         from expired x
         where j.id = x.id and j.status = 'processing' and j.lease_expires_at < now()
-        returning j.id, j.status, j.type, j.scheduled_for, j.attempts, j.worker_id, j.started_at, j.last_error
+        returning j.id, j.status, j.type, j.scheduled_for, j.attempts, j.worker_id, j.started_at, j.last_error,
+                  j.flow_id
     ), history as (
         insert into {{ s }}.job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
         select c.id, c.attempts, c.worker_id, c.started_at, 'lease_expired', c.last_error from changed c
     )
-    select array_agg(c.id), array_agg(c.status), array_agg(c.type), array_agg(c.scheduled_for)
-    into v_ids, v_statuses, v_types, v_due from changed c;
+    select array_agg(c.id), array_agg(c.status), array_agg(c.type), array_agg(c.scheduled_for),
+           array_agg(c.id) filter (where c.flow_id is not null and c.status = 'failed')
+    into v_ids, v_statuses, v_types, v_due, v_parents from changed c;
+    if v_parents is not null then  -- failed jobs of a graph: their children's policies apply
+        perform {{ s }}._settle_children(v_parents);
+    end if;
+    perform {{ s }}._sweep_blocked();  -- the backstop: no job stays blocked after its parents ended
     for r in select u.type, min(u.due) as due from unnest(v_types, v_due, v_statuses) as u(type, due, status)
              where u.status = 'pending' group by u.type loop
         perform {{ s }}._wake_for(r.type, 0, r.due);
@@ -104,9 +111,14 @@ begin
         exit when v_ids is null;
         delete from {{ s }}.job_attempts a where a.job_id = any (v_ids);
         delete from {{ s }}.job_steps t where t.job_id = any (v_ids);
+        delete from {{ s }}.job_edges e where e.child_id = any (v_ids);
         v_total := v_total + cardinality(v_ids);
         exit when cardinality(v_ids) < p_batch_size;
     end loop;
+    -- flows none of whose jobs is left (0020)
+    delete from {{ s }}.flows f
+    where f.created_at < now() - p_older_than
+      and not exists (select 1 from {{ s }}.jobs j where j.flow_id = f.id);
     return v_total;
 end
 $$;

@@ -90,3 +90,7 @@ select id, attempt from {{ s }}.save_steps(
     %(ids)s::pg_catalog.uuid[], %(attempts)s::int[], %(names)s::pg_catalog.text[],
     %(occurrences)s::int[], %(results)s::pg_catalog.jsonb, %(errors)s::pg_catalog.text[],
     %(tries)s::int[], %(started_at)s::pg_catalog.timestamptz[], %(hold)s)
+
+-- name: parents
+-- A job's parents as they ended (ctx.parents), in the order the flow gave them.
+select p.id, p.type, p.status, p.result, p.error, p.on_parent_failure from {{ s }}.job_parents(%(id)s) as p

@@ -63,6 +63,11 @@ create table {{ s }}.jobs (
     -- a job made by a declared row trigger ([triggers.<name>], 0015): {"trigger", "table", "op",
     -- "pk"}; null for every other job.
     source               jsonb,
+    -- job graphs (jobkit.flow, 0020): the flow it belongs to (null: a plain job); a blocked child's
+    -- parents that have not ended yet; whether a parent's children were told that it ended.
+    flow_id              uuid,
+    blocked_by           int,
+    children_settled     boolean,
     constraint jobs_type_not_empty check (type <> ''),
     constraint jobs_lease_when_processing check (status <> 'processing' or lease_expires_at is not null),
     constraint jobs_scheduled_for_finite check (pg_catalog.isfinite(scheduled_for)),  -- no infinity
@@ -112,6 +117,9 @@ create index jobs_dead_idx on {{ s }}.jobs (type) where status = 'dead';
 create index jobs_parked_idx on {{ s }}.jobs (type, status) where status operator(pg_catalog.=) any ('{waiting,blocked}');
 -- Cancelled jobs per type for the state bar (0022): only cancelled rows are in it.
 create index jobs_cancelled_idx on {{ s }}.jobs (type) where status = 'cancelled';
+-- A flow's jobs (0020), and its blocked ones (the sweep's backstop, resume_flow); plain jobs are in neither.
+create index jobs_flow_idx on {{ s }}.jobs (flow_id) where flow_id is not null;
+create index jobs_blocked_idx on {{ s }}.jobs (flow_id) where status = 'blocked';
 -- The dashboard's jobs page lists newest first with keyset pagination on (created_at, id) and
 -- filters by a time range on created_at. Its index (0003's jobs_created_idx) cost every insert (+20%
 -- WAL a job), so it exists only when jobkit.toml asks for it ([dashboard] created_index = true, 0017):
@@ -403,6 +411,26 @@ create table {{ s }}.workers (
     gone_reason text check (gone_reason in ('stopped', 'missed heartbeats'))
 ) with (fillfactor = 50);
 
+-- Job graphs (jobkit.flow, 0020): a flow, and its edges parent -> child with the child's policy when
+-- the parent fails or is cancelled (fail: the child fails; cancel: it is cancelled; run: it runs
+-- once its other parents ended). No foreign keys: delete and prune remove a job's edges with it.
+create table {{ s }}.flows (
+    id         uuid primary key,
+    name       text check (pg_catalog.char_length(name) between 1 and 200),
+    created_at timestamptz not null default now(),
+    paused_at  timestamptz,  -- pause_flow: its ready jobs stay blocked until resume_flow
+    owner      text
+);
+
+create table {{ s }}.job_edges (
+    parent_id         uuid not null,
+    child_id          uuid not null,
+    on_parent_failure text not null default 'fail' check (on_parent_failure in ('fail', 'cancel', 'run')),
+    primary key (parent_id, child_id),
+    constraint job_edges_not_self check (parent_id <> child_id)
+);
+create index job_edges_child_idx on {{ s }}.job_edges (child_id);
+
 alter table {{ s }}.jobs enable row level security;
 alter table {{ s }}.job_attempts enable row level security;
 alter table {{ s }}.job_types enable row level security;
@@ -426,3 +454,5 @@ alter table {{ s }}.job_waits enable row level security;
 alter table {{ s }}.events enable row level security;
 alter table {{ s }}.event_config enable row level security;
 alter table {{ s }}.workers enable row level security;
+alter table {{ s }}.flows enable row level security;
+alter table {{ s }}.job_edges enable row level security;

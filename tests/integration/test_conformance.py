@@ -474,3 +474,34 @@ def _worker(b: Backend, request: pytest.FixtureRequest, worker_id: str) -> tuple
                     {"id": worker_id})
     assert row is not None and row["types"] == ["a", "b"] and row["heartbeat"] == timedelta(seconds=2)
     return int(row["running"]), row["gone_reason"]
+
+
+def test_a_graph_releases_children_as_parents_end_under_each_policy(run: Run[Any]) -> None:
+    """Job graphs (issue 25): create_flow blocks children; a completion releases them; a failure
+    fails a 'fail' child, cancels a 'cancel' one and releases a 'run' one; parents() reads them."""
+    from jobkit.flows import Flow
+
+    async def body(b: Backend) -> None:
+        graph = Flow("conformance")
+        root = graph.add("g.root", {"n": 1})
+        other = graph.add("g.root", {"n": 2})
+        both = graph.add("g.kid", {}, after=[root, other])
+        strict = graph.add("g.kid", {}, after=[both])
+        lenient = graph.add("g.kid", {}, after=[both], on_parent_failure="cancel")
+        runs = graph.add("g.kid", {}, after=[(both, "run")])
+        flow = await b.create_flow(graph)
+        assert len(flow.job_ids) == 6 and await b.claim("g.kid", 10, "w", LEASE) == []
+        claimed = await b.claim("g.root", 10, "w", LEASE)
+        assert {c.id for c in claimed} == {flow[root], flow[other]}
+        await b.complete([(c.id, c.attempts, json.dumps(c.payload)) for c in claimed])
+        parents = await b.parents(flow[both])
+        assert [(p.id, p.status, p.result, p.on_parent_failure) for p in parents] == [
+            (flow[root], "completed", {"n": 1}, "fail"), (flow[other], "completed", {"n": 2}, "fail")]
+        [kid] = await b.claim("g.kid", 10, "w", LEASE)
+        assert kid.id == flow[both]
+        await b.fail([Failure(kid.id, kid.attempts, "boom", permanent=True)])
+        states = {i: (await b.state(i)).status.value for i in (flow[strict], flow[lenient], flow[runs])}  # type: ignore[union-attr]
+        assert states == {flow[strict]: "failed", flow[lenient]: "cancelled", flow[runs]: "pending"}
+        assert await b.parents(flow[root]) == []
+
+    run(body)

@@ -648,8 +648,59 @@ def _manager(session: Session) -> None:
     assert len(manager.claim("waits", 4, "w", timedelta(minutes=1))) == 3  # the nap ended: claimed
     manager.complete([(jobs[4].id, jobs[4].attempts, None)])  # the child finished: its parent resumes
     assert manager.sweep_waits() == 0
+    _flows(manager)
     # Worker presence (0021): the worker "w" that claimed above beats, so status lists its jobs.
     _present(manager)
+
+
+def _flows(manager: Lifecycle) -> None:
+    """Job graphs (48_flows.sql): create, release on completion, a failure and a cancel carried
+    down, pause/resume, the blocked sweep, cancel_flow and prune of the edges and flows. (The
+    statements the test itself sends qualify every name too: the harness checks them all.)"""
+    session, s = manager.session, ident(SCHEMA)
+    eq = "operator(pg_catalog.=)"
+    graph = jobkit.Flow("sp")
+    root = graph.add("flowjob", {"n": 0})
+    kid = graph.add("flowjob", {"n": 1}, after=[root])
+    graph.add("flowjob", {"n": 2}, after=[(kid, "run")])
+    graph.add("flowjob", {"n": 3}, after=[root], on_parent_failure="cancel")
+    run = jobkit.flow(session, graph, schema=SCHEMA)
+    [claimed] = manager.claim("flowjob", 5, "w", timedelta(minutes=1))
+    manager.complete([(claimed.id, claimed.attempts, '{"r": 0}')])  # _settle_children releases two
+    assert manager.parents(run[kid])[0].result == {"r": 0}
+    assert session.scalar(f"select {s}.pause_flow(%s)", (run.id,)) == 2
+    assert session.scalar(f"select {s}.resume_flow(%s)", (run.id,)) == 2
+    jobs = manager.claim("flowjob", 5, "w", timedelta(minutes=1))
+    manager.fail([Failure(j.id, j.attempts, "x", permanent=True) for j in jobs])  # a failure carried down
+    other = jobkit.gather(session, [NewJob("flowjob", {})], NewJob("flowjob", {}), schema=SCHEMA)
+    manager.cancel(other.job_ids[0])
+    session.execute(f"update {s}.jobs set status = 'completed' where id {eq} %s", (other.job_ids[1],))
+    third = jobkit.gather(session, [NewJob("flowjob", {})], NewJob("flowjob", {}), schema=SCHEMA)
+    session.execute(f"select {s}.delete_jobs(%s)", ([third.job_ids[0]],))
+    manager.sweep_stuck()  # _sweep_blocked
+    assert session.scalar(f"select {s}.cancel_flow(%s)", (third.id,)) >= 0
+    session.execute(f"update {s}.jobs set status = 'cancelled', "
+                    "completed_at = pg_catalog.now() operator(pg_catalog.-) interval '30 days' "
+                    f"where type {eq} 'flowjob'")
+    session.execute(f"update {s}.flows set created_at = pg_catalog.now() operator(pg_catalog.-) interval '30 days'")
+    manager.prune(timedelta(days=7))  # the flows' edges, then the flows themselves
+    assert session.scalar(f"select pg_catalog.count(*) from {s}.flows") == 0
+
+
+def _flow_cli(config: Path, db_url: str, pinned: Session) -> None:
+    """`jobkit flows show|pause|resume|cancel` and `jobkit jobs replay` (audited)."""
+    base = ["--db-url", db_url]
+    graph = jobkit.Flow("cli")
+    first = graph.add("flowcli", {})
+    graph.add("flowcli", {}, after=[first])
+    run = jobkit.flow(pinned, graph, schema=SCHEMA)
+    pinned.execute(f"insert into {ident(SCHEMA)}.job_steps (job_id, name, occurrence, attempt, status, started_at) "
+                   "values (%s, 'a', 1, 1, 'completed', pg_catalog.now())", (run[first],))
+    _cli(config, "flows", "show", str(run.job_ids[1]), *base)
+    _cli(config, "flows", "pause", str(run.id), *base)
+    _cli(config, "flows", "resume", str(run.id), *base)
+    _cli(config, "jobs", "replay", str(run[first]), "--from-step", "a", *base)
+    _cli(config, "flows", "cancel", str(run.id), *base)
 
 
 def _present(manager: Lifecycle) -> None:
@@ -714,6 +765,7 @@ def _cli_paths(config: Path, db_url: str, pinned: Session) -> None:
     _cli(config, "schedule", "resume", "hourly", *base)
     _cli(config, "schedule", "remove", "hourly", *base)
     _cli(config, "schedule", "remove", "wake-boom", *base)
+    _flow_cli(config, db_url, pinned)
 
 
 def _doctor(config: Path, db_url: str, pinned: Session) -> None:

@@ -19,6 +19,7 @@ from . import pause as pause_cmd
 from .common import pass_state
 from .dashboard import dashboard
 from .enqueue import enqueue
+from .flows import flows
 from .init import init
 from .jobs import jobs
 from .ratelimit import ratelimit
@@ -65,7 +66,7 @@ def cli(state: Any, config_path: str | None, verbose: bool) -> None:
 
 for command in (*deploy_cmd.COMMANDS, *dev_cmd.COMMANDS, db_cmd.db, schedule, secrets,
                 enqueue, ratelimit, *pause_cmd.COMMANDS, worker, *ops_cmd.COMMANDS, jobs, init, dashboard,
-                triggers):
+                triggers, flows):
     cli.add_command(command)
 
 

@@ -182,6 +182,28 @@ def purge(
     click.echo(f"deleted {deleted} job(s)")
 
 
+@jobs.command()
+@click.argument("job_id")
+@click.option("--from-step", "step", required=True, metavar="NAME",
+              help="The step to run again: the stored steps before it are copied, it and the rest run anew.")
+@click.option("--as", "actor", metavar="NAME", help="Who acts, for the audit log (default: your OS user).")
+@db_url_option
+@pass_state
+def replay(state: State, job_id: str, step: str, actor: str | None, db_url: str | None) -> None:
+    """Run a durable job again from one of its steps, as a new job. Audited.
+
+    \b
+    Example:
+      jobkit jobs replay 3f0c5b0e-... --from-step email
+    """
+    from ..ops import flows as flowops
+    from .operate import cli_actor
+
+    app = state.app(db_url)
+    new_id = flowops.replay(app.db, app.settings.schema, jobsadmin.parse_id(job_id), step, cli_actor(actor))
+    click.echo(f"replaying {job_id} from step {step!r} as job {new_id}")
+
+
 def progress_line(value: dict[str, Any]) -> str:
     """ctx.progress's report in one line: 40% (4/10) message {data}."""
     parts = []

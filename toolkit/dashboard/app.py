@@ -36,6 +36,7 @@ from ..cron.pg_cron import CronJobs
 from ..durations import format_time
 from ..exceptions import ConfigError, ConnectionFailed, JobkitError, NotFound
 from ..logthrottle import throttled
+from ..ops import flows as flowops
 from ..ops import operate
 from ..ops import triggers as row_triggers
 from ..ops import workers as worker_rows
@@ -123,6 +124,7 @@ class Dashboard:
             Route("/jobs", self._route(self.jobs), methods=get),
             Route("/fragments/jobs", self._route(self.jobs_fragment), methods=get),
             Route("/jobs/{id}", self._route(self.job), methods=get),
+            Route("/jobs/{id}/replay", self._route(self.replay, post=True), methods=post),
             Route("/actions", self._route(self.audit), methods=get),
             Route("/actions/confirm", self._route(self.confirm, post=True), methods=post),
             Route("/actions/run", self._route(self.run_action, post=True), methods=post),
@@ -275,11 +277,19 @@ class Dashboard:
         with self.pool.session() as s:
             found = data.job_detail(s, self.schema, job_id)
             limit = s.scalar(queries(self.schema)["job_attempt_limit"], {"id": job_id}) if found else None
+            graph = flowops.job_graph(s, self.schema, job_id) if found else None
         if found is None or limit is None:
             raise NotFound(f"no job {job_id}", hint="it may have been pruned or deleted; see the jobs page")
         job, history = found
         return self.render(call, "job.html", job=job, history=history, states=_allowed(job.status.value),
-                           tries=tries(job.attempts, job.round_start, int(limit)))
+                           tries=tries(job.attempts, job.round_start, int(limit)), graph=graph,
+                           replay=not self.read_only)
+
+    def replay(self, call: Call) -> Response:
+        """Replay a durable job from one of its steps as a new job (audited); shows the new job."""
+        job_id = parse_ids([call.request.path_params["id"]])[0]
+        new_id = flowops.replay(self.pool, self.schema, job_id, call.arg("step"), self._actor(call))
+        return RedirectResponse(f"{_base(call.request)}/jobs/{new_id}", status_code=303)
 
     def confirm(self, call: Call) -> Response:
         action = self._action(call)

@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from ..exceptions import ConfigError
-from ..jobs import Claimed, WaitSpec
+from ..jobs import Claimed, Gathered, WaitSpec, gathered
 from ..retries import RateLimited
 from .backends import Backend
 from .durable import StepPolicy, Steps
@@ -223,6 +223,19 @@ class JobContext:
         if found:
             return outcome(spec.kind, value)
         raise Suspend(spec)
+
+    def parents(self) -> Any:
+        """This job's parents in its graph (jobkit.flow), as they ended: a list of
+        :class:`jobkit.Parent` (id, type, status, result, error, on_parent_failure); [] for a job
+        without parents. ``await ctx.parents()`` in an async handler, ``ctx.parents()`` in a sync one."""
+        return self._dual(lambda: self._backend.parents(self.job.id))
+
+    def gathered(self) -> Any:
+        """For a :func:`jobkit.gather` callback: the ids of the jobs that succeeded and of those that
+        failed or were cancelled (:class:`jobkit.Gathered`, with ``.counts``). Dual, like parents()."""
+        async def read() -> Gathered:
+            return gathered(await self._backend.parents(self.job.id))
+        return self._dual(read)
 
     def _durable(self) -> Steps:
         if self._steps is None:

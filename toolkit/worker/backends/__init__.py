@@ -21,9 +21,11 @@ from ...jobs import (
     Claimed,
     Done,
     Failure,
+    FlowRun,
     Job,
     JobResult,
     NewJob,
+    Parent,
     StepRecord,
     TraceContext,
     WaitSpec,
@@ -96,6 +98,15 @@ class Backend(Protocol):
         completed step is never overwritten. ``hold``: also lock the held jobs until the statement's
         transaction ends (a transactional step's own transaction; one call is one transaction
         otherwise)."""
+        ...
+
+    async def create_flow(self, graph: Any, trace_context: TraceContext | None = None) -> FlowRun:
+        """Insert a graph (a jobkit.Flow) whole: children blocked until their parents end."""
+        ...
+
+    async def parents(self, job_id: UUID) -> list[Parent]:
+        """A job's parents in its graph (jobkit.flow) as they ended, with each edge's policy
+        (ctx.parents); [] for a job that has none."""
         ...
 
     async def take_tokens(self, key: str, want: int) -> int: ...

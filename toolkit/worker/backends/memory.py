@@ -27,14 +27,17 @@ from ...jobs import (
     Claimed,
     Done,
     Failure,
+    FlowRun,
     Job,
     JobResult,
     NewJob,
+    Parent,
     Status,
     StepRecord,
     TraceContext,
     WorkerInfo,
 )
+from ...lifecycle import flow_params
 from ..attempt import Outcome
 from .memory_waits import Waits, WaitsInMemory
 
@@ -70,6 +73,9 @@ class _Row:
     history: list[Attempt] = field(default_factory=list)
     trace_context: TraceContext | None = None
     progress: dict[str, Any] | None = None
+    flow_id: UUID | None = None  # job graphs (jobkit.flow): its flow; None for a plain job
+    blocked_by: int | None = None  # a blocked child's parents that have not ended
+    settled: bool = False  # a parent whose children were told it ended
 
 
 @dataclass
@@ -112,6 +118,10 @@ class MemoryBackend(WaitsInMemory):
         #: the job_steps table: (job id, name, occurrence) -> its record (durable steps, ctx.step)
         self.steps: dict[tuple[UUID, str, int], StepRecord] = {}
         self.waits = Waits(config=dict(events or {}))  # job_waits, events, event_config (memory_waits.py)
+        #: job graphs: the job_edges table both ways (id -> [(other id, policy)]), and paused flows
+        self.children: dict[UUID, list[tuple[UUID, str]]] = {}
+        self.parent_edges: dict[UUID, list[tuple[UUID, str]]] = {}
+        self.flows: dict[UUID, bool] = {}  # flow id -> paused
 
     # ---- the Backend protocol ---------------------------------------------------------------------
 
@@ -163,6 +173,7 @@ class MemoryBackend(WaitsInMemory):
                 row.lease_expires_at, row.updated_at = None, self.clock()
                 accepted.add(job_id)
         self._jobs_finished(list(accepted))
+        self._settle([i for i in accepted if self.rows[i].flow_id is not None])
         return accepted
 
     async def fail(self, failures: Sequence[Failure]) -> dict[UUID, str]:
@@ -174,6 +185,8 @@ class MemoryBackend(WaitsInMemory):
             if row is not None:
                 statuses[f.id] = self._fail_one(row, f)
         self._jobs_finished([i for i, s in statuses.items() if s == "failed"])
+        self._settle([i for i, s in statuses.items()
+                      if s == "failed" and self.rows[i].flow_id is not None])
         return statuses
 
     async def snooze(self, job_id: UUID, attempt: int, delay: timedelta) -> bool:
@@ -259,6 +272,16 @@ class MemoryBackend(WaitsInMemory):
                 self.steps[key] = step._replace(result=result, tries=max(step.tries, 1))
         return held
 
+    async def create_flow(self, graph: Any, trace_context: TraceContext | None = None) -> FlowRun:
+        return self.flow(graph)
+
+    async def parents(self, job_id: UUID) -> list[Parent]:
+        found = [(r, policy) for p, policy in self.parent_edges.get(job_id, [])
+                 if (r := self.rows.get(p)) is not None]
+        found.sort(key=lambda x: x[0].created_at)  # stable: the flow's order
+        return [Parent(r.id, r.type, r.status, None if r.result is None else json.loads(r.result),
+                       r.last_error, policy) for r, policy in found]
+
     async def take_tokens(self, key: str, want: int) -> int:
         return self._take(key, max(want, 0), self.clock())
 
@@ -326,7 +349,66 @@ class MemoryBackend(WaitsInMemory):
                 swept[row.id] = self._fail_one(
                     row, Failure(row.id, row.attempts, error), outcome="lease_expired"
                 )
+        self._settle([i for i, s in swept.items() if s == "failed" and self.rows[i].flow_id is not None])
         return swept
+
+    def flow(self, graph: Any) -> FlowRun:
+        """Insert a graph (jobkit.Flow), as create_flow does: children blocked until their parents end."""
+        flow_params(graph)  # the same checks
+        flow_id = uuid.uuid4()
+        self.flows[flow_id] = False
+        ids = [self._enqueue(job) for job in graph.jobs]
+        for edge in graph.edges:
+            parent, child = ids[edge.parent], ids[edge.child]
+            self.children.setdefault(parent, []).append((child, edge.policy))
+            self.parent_edges.setdefault(child, []).append((parent, edge.policy))
+        for job_id in ids:
+            row = self.rows[job_id]
+            row.flow_id = flow_id
+            if job_id in self.parent_edges:
+                row.status, row.blocked_by = "blocked", len(self.parent_edges[job_id])
+        return FlowRun(flow_id, ids)
+
+    def cancel(self, job_id: UUID) -> bool:
+        """cancel_job: a pending, blocked or processing job is cancelled; its graph's children told."""
+        row = self.rows.get(job_id)
+        if row is None or row.status not in ("pending", "processing", "blocked"):
+            return False
+        if row.status == "processing":
+            self._record(row, "cancelled", None)
+        row.status, row.completed_at, row.lease_expires_at, row.updated_at = (
+            "cancelled", self.clock(), None, self.clock())
+        self._jobs_finished([job_id])
+        self._settle([job_id] if row.flow_id is not None else [])
+        return True
+
+    def cancel_flow(self, flow_id: UUID) -> int:
+        n = 0
+        for row in self.rows.values():
+            if row.flow_id == flow_id and row.status in ("pending", "blocked", "waiting", "processing"):
+                row.status, row.completed_at, row.lease_expires_at, row.settled = (
+                    "cancelled", self.clock(), None, True)
+                n += 1
+        return n
+
+    def pause_flow(self, flow_id: UUID) -> int | None:
+        if flow_id not in self.flows:
+            return None
+        self.flows[flow_id] = True
+        held = [r for r in self.rows.values() if r.flow_id == flow_id and r.status == "pending"]
+        for row in held:
+            row.status, row.blocked_by = "blocked", 0
+        return len(held)
+
+    def resume_flow(self, flow_id: UUID) -> int | None:
+        if flow_id not in self.flows:
+            return None
+        self.flows[flow_id] = False
+        ready = [r for r in self.rows.values()
+                 if r.flow_id == flow_id and r.status == "blocked" and not r.blocked_by]
+        for row in ready:
+            row.status, row.scheduled_for = "pending", max(row.scheduled_for, self.clock())
+        return len(ready)
 
     def retry(self, job_id: UUID) -> bool:
         row = self.rows.get(job_id)
@@ -356,6 +438,36 @@ class MemoryBackend(WaitsInMemory):
         return [*row.history, *done]
 
     # ---- the rules -------------------------------------------------------------------------------------
+
+    def _settle(self, ended: list[UUID]) -> None:
+        """_settle_children (48_flows.sql): tell each ended parent's blocked children, once."""
+        while ended:
+            told: dict[UUID, list[tuple[str, str]]] = {}
+            for parent in ended:
+                row = self.rows[parent]
+                if row.settled or row.status not in ("completed", "failed", "dead", "cancelled"):
+                    continue
+                row.settled = True
+                for child, policy in self.children.get(parent, []):
+                    told.setdefault(child, []).append((row.status, policy))
+            ended = [c for c, news in told.items() if self._tell(self.rows[c], news)]
+
+    def _tell(self, row: _Row, news: list[tuple[str, str]]) -> bool:
+        """Apply its parents' ends to a blocked child; True when the child ended too."""
+        if row.status != "blocked":
+            return False
+        fails = any(s in ("failed", "dead") and p == "fail" for s, p in news)
+        cancels = any(s != "completed" and p != "run" for s, p in news)
+        row.blocked_by = max((row.blocked_by or 0) - sum(s == "completed" or p == "run" for s, p in news), 0)
+        row.updated_at = self.clock()
+        if fails or cancels:
+            row.status, row.completed_at = ("failed" if fails else "cancelled"), self.clock()
+            row.last_error = ("a parent of this job failed (on_parent_failure = fail)" if fails
+                              else "a parent of this job failed or was cancelled")
+            return True
+        if row.blocked_by == 0 and not self.flows.get(row.flow_id or uuid.UUID(int=0), False):
+            row.status, row.scheduled_for = "pending", max(row.scheduled_for, self.clock())
+        return False
 
     def _config(self, job_type: str) -> TypeConfig:
         return self.types.get(job_type, self.defaults)

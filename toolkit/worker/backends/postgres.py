@@ -71,6 +71,8 @@ class PostgresBackend:
     consume_wake = step(Statements.consume_wake)
     wake_draining = step(Statements.wake_draining)
     wake_idle = step(Statements.wake_idle)
+    parents = step(Statements.parents)
+    create_flow = step(Statements.create_flow)
 
     # Where an empty batch needs no round trip.
     async def enqueue_many(self, jobs: Sequence[NewJob],

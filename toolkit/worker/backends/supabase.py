@@ -25,15 +25,17 @@ from ...jobs import (
     Claimed,
     Done,
     Failure,
+    FlowRun,
     Job,
     JobResult,
     NewJob,
+    Parent,
     StepRecord,
     TraceContext,
     WaitSpec,
     WorkerInfo,
 )
-from ...lifecycle import enqueue_many_params
+from ...lifecycle import enqueue_many_params, flow_params
 
 _HINTS = {
     "42501": "use the service_role key: the API schema grants nothing to anon or authenticated",
@@ -180,6 +182,14 @@ class SupabaseBackend:
             "p_started_at": [r.started_at.isoformat() for r in steps], "p_hold": hold})
         return {(UUID(r["id"]), r["attempt"]) for r in rows or []}
 
+    async def create_flow(self, graph: Any, trace_context: TraceContext | None = None) -> FlowRun:
+        return flow_run_from_rpc(await self._rpc("create_flow", create_flow_body(graph, trace_context)))
+
+    async def parents(self, job_id: UUID) -> list[Parent]:
+        rows = await self._rpc("parents", {"p_id": str(job_id)})
+        return [Parent(UUID(r["id"]), r["type"], r["status"], r["result"], r["error"], r["on_parent_failure"])
+                for r in rows or []]
+
     async def take_tokens(self, key: str, want: int) -> int:
         return int(await self._rpc("take_tokens", {"p_key": key, "p_want": want}) or 0)
 
@@ -267,6 +277,25 @@ def enqueue_many_body(jobs: Sequence[NewJob], trace_context: TraceContext | None
             "p_run_at": [j.run_at.isoformat() if j.run_at else None for j in jobs],
             "p_max_attempts": params["max_attempts"], "p_idempotency_key": params["idempotency_keys"],
             "p_trace_context": trace_context or None, "p_concurrency_key": params["concurrency_keys"]}
+
+
+def create_flow_body(graph: Any, trace_context: TraceContext | None = None) -> dict[str, Any]:
+    """api.create_flow's arguments (run_at, never delay: the wrapper takes absolute times)."""
+    if any(j.delay is not None for j in graph.jobs):
+        raise ConfigError("delay is not supported through the Data API", hint="pass run_at instead")
+    params = flow_params(graph)
+    return {"p_name": graph.name, "p_types": [j.type for j in graph.jobs],
+            "p_payloads": [j.payload for j in graph.jobs], "p_parents": params["parents"],
+            "p_children": params["children"], "p_policies": params["policies"],
+            "p_priority": params["priorities"],
+            "p_run_at": [j.run_at.isoformat() if j.run_at else None for j in graph.jobs],
+            "p_max_attempts": params["max_attempts"], "p_trace_context": trace_context or None}
+
+
+def flow_run_from_rpc(rows: Any) -> FlowRun:
+    """api.create_flow's answer: one row (flow_id, job_ids)."""
+    row = rows[0]
+    return FlowRun(UUID(row["flow_id"]), [UUID(i) for i in row["job_ids"]])
 
 
 def state_from_rpc(rows: Any) -> JobResult | None:

@@ -1,4 +1,4 @@
--- jobkit-functions: cca082a2f49f1658bf46a20ccc18613685bbb3b17bccd287009de45f320a5edb
+-- jobkit-functions: f40af12898386729486722a2786a5449084831bad25c007cfeae1f3efc60e77e
 -- sql/functions/ as one Supabase CLI migration (`jobkit render --supabase`). `jobkit deploy` applies
 -- those files statement by statement; a migration file is a plain script, so this one replaces what
 -- a database already has wholesale: the EXECUTE grants other roles hold are kept, every function
@@ -703,12 +703,15 @@ $$;
 -- Applied in file-name order (after 30_claim.sql, before 50_operate.sql); sql/functions/README.md says how deploy applies these files.
 
 -- Complete many (id, attempt) pairs in one fenced statement. p_results null = every result null
--- (handlers that return nothing: nothing to decode, nothing to look up). Waiters are notified.
+-- (handlers that return nothing: nothing to decode, nothing to look up). Waiters are notified, and
+-- the children of jobs of a graph are told (_settle_children, 48_flows.sql); a plain job pays one
+-- null in an aggregate for that.
 create or replace function "jobkit".complete_jobs(p_ids uuid[], p_attempts int[], p_results jsonb[])
 returns setof uuid
 language plpgsql volatile set search_path = '' as $$
 declare
     v_done uuid[];
+    v_parents uuid[];
 begin
     with done as (
         update "jobkit".jobs j
@@ -717,11 +720,15 @@ begin
             completed_at = now(), lease_expires_at = null, updated_at = now()
         where j.id = any (p_ids) and j.status = 'processing'
           and j.attempts = p_attempts[array_position(p_ids, j.id)]
-        returning j.id
+        returning j.id, j.flow_id
     )
-    select array_agg(d.id) into v_done from done d;
+    select array_agg(d.id), array_agg(d.id) filter (where d.flow_id is not null)
+    into v_done, v_parents from done d;
     if v_done is not null then
         perform "jobkit"._notify_done(v_done);
+    end if;
+    if v_parents is not null then  -- jobs of a graph (0020): their children may be due now
+        perform "jobkit"._settle_children(v_parents);
     end if;
     return query select unnest(v_done);
 end
@@ -746,6 +753,7 @@ language plpgsql volatile set search_path = '' as $$
 declare
     v_ids uuid[];
     v_statuses text[];
+    v_parents uuid[];
 begin
     with input as (
         select u.id, u.attempt, u.error, p_retry_in[u.ord] as retry_in,
@@ -769,17 +777,22 @@ begin
             last_error = i.error, lease_expires_at = null, updated_at = now()
         from decided i
         where j.id = any (p_ids) and j.id = i.id and j.status = 'processing' and j.attempts = i.attempt
-        returning j.id, j.status, j.attempts, j.worker_id, j.started_at, j.last_error
+        returning j.id, j.status, j.attempts, j.worker_id, j.started_at, j.last_error, j.flow_id
     ), history as (
         insert into "jobkit".job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
         select c.id, c.attempts, c.worker_id, c.started_at,
                case when c.status = 'pending' then 'retry' else 'failed' end, c.last_error
         from changed c
     )
-    select array_agg(c.id), array_agg(c.status) into v_ids, v_statuses from changed c;
+    select array_agg(c.id), array_agg(c.status),
+           array_agg(c.id) filter (where c.flow_id is not null and c.status = 'failed')
+    into v_ids, v_statuses, v_parents from changed c;
     if 'failed' = any (v_statuses) then
         perform "jobkit"._notify_done(array(
             select u.id from unnest(v_ids, v_statuses) as u(id, status) where u.status = 'failed'));
+    end if;
+    if v_parents is not null then  -- failed jobs of a graph: their children's policies apply
+        perform "jobkit"._settle_children(v_parents);
     end if;
     return query select u.id, u.status from unnest(v_ids, v_statuses) as u(id, status);
 end
@@ -1455,6 +1468,382 @@ begin
 end
 $$;
 
+-- The public API: job graphs (jobkit.flow, issue 25)
+-- sql/functions/48_flows.sql: a graph inserted in one statement per table, children released as their parents end, the blocked sweep, cancel/pause/resume of a flow, and replay from a step.
+-- Applied in file-name order (after 45_steps.sql, before 50_operate.sql); sql/functions/README.md says how deploy applies these files.
+
+-- Insert a whole graph in one transaction: one INSERT ... SELECT for its jobs and one for its edges.
+-- Jobs are given as JSON documents (p_types: an array, or one string for all; p_payloads: an array),
+-- the other columns as arrays parallel to them (null = defaults); edges as three parallel arrays of
+-- 1-based positions (p_parents[k] -> p_children[k]) and policies ('fail' when null). A parent must
+-- come before its child (p_parents[k] < p_children[k]): a graph in that order has no cycle, so no
+-- job of it can be blocked forever by its own descendants. A job with parents is inserted
+-- 'blocked' with blocked_by = its number of parents; the others are pending and woken as any job.
+-- Returns the flow's id and the jobs' ids in input order.
+create or replace function "jobkit".create_flow(
+    p_name text,
+    p_types jsonb,
+    p_payloads jsonb,
+    p_parents int[],
+    p_children int[],
+    p_policies text[] default null,
+    p_priority int[] default null,
+    p_run_at timestamptz[] default null,
+    p_max_attempts int[] default null,
+    p_trace_context jsonb default null,
+    p_owner text default null
+) returns table (flow_id uuid, job_ids uuid[])
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_n int;
+    v_edges int := coalesce(pg_catalog.cardinality(p_parents), 0);
+    v_flow uuid := pg_catalog.gen_random_uuid();
+    v_ids uuid[];
+    v_one text;
+begin
+    if pg_catalog.jsonb_typeof(p_payloads) is distinct from 'array'
+       or pg_catalog.jsonb_typeof(p_types) not in ('array', 'string') then
+        raise exception 'jobkit.create_flow: p_payloads must be a JSON array, p_types a JSON array or string'
+            using errcode = '22023', hint = 'pass one payload per job';
+    end if;
+    v_n := pg_catalog.jsonb_array_length(p_payloads);
+    if v_n = 0 or (pg_catalog.jsonb_typeof(p_types) = 'array' and pg_catalog.jsonb_array_length(p_types) <> v_n) then
+        raise exception 'jobkit.create_flow: a flow needs at least one job, and as many types as payloads'
+            using errcode = '22023', hint = 'pass one type per payload, or one type for all';
+    end if;
+    v_one := case when pg_catalog.jsonb_typeof(p_types) = 'string' then p_types #>> '{}' end;
+    if coalesce(v_one, 'x') = '' or exists (
+           select 1 from pg_catalog.jsonb_array_elements(
+                             case when v_one is null then p_types else '[]'::jsonb end) as t(v)
+           where pg_catalog.jsonb_typeof(t.v) is distinct from 'string' or t.v #>> '{}' = '') then
+        raise exception 'jobkit.create_flow: every job type must be a non-empty string'
+            using errcode = '22023', hint = 'name a registered job type for each job';
+    end if;
+    if pg_catalog.cardinality(p_children) is distinct from pg_catalog.cardinality(p_parents)
+       or (p_policies is not null and pg_catalog.cardinality(p_policies) <> v_edges) then
+        raise exception 'jobkit.create_flow: p_parents, p_children and p_policies must be as long as each other'
+            using errcode = '22023', hint = 'pass one element per edge';
+    end if;
+    if exists (select 1 from unnest(p_parents, p_children, p_policies) as e(p, c, pol)
+               where e.p is null or e.c is null or e.p < 1 or e.c > v_n or e.p >= e.c
+                  or coalesce(e.pol, 'fail') not in ('fail', 'cancel', 'run')) then
+        raise exception 'jobkit.create_flow: each edge joins an earlier job (parent) to a later one (child), by 1-based position, with a policy fail, cancel or run'
+            using errcode = '22023', hint = 'list a parent before its children (a graph in that order has no cycle)';
+    end if;
+    if (select pg_catalog.count(distinct (e.p, e.c)) from unnest(p_parents, p_children) as e(p, c)) <> v_edges then
+        raise exception 'jobkit.create_flow: an edge is given twice'
+            using errcode = '22023', hint = 'give each parent -> child edge once';
+    end if;
+    insert into "jobkit".flows (id, name, owner) values (v_flow, p_name, p_owner);
+    -- Ids are drawn first: edges refer to them by position, and they come back in input order.
+    v_ids := array(select pg_catalog.gen_random_uuid() from pg_catalog.generate_series(1, v_n));
+    insert into "jobkit".jobs (id, type, payload, priority, scheduled_for, max_attempts, trace_context,
+                              concurrency_key, owner, flow_id, status, blocked_by, created_at)
+    select v_ids[e.n], x.type, e.v, coalesce(p_priority[e.n], 0), coalesce(p_run_at[e.n], pg_catalog.now()),
+           p_max_attempts[e.n], p_trace_context,
+           case when t.key_template is not null then "jobkit"._render_key(t.key_template, e.v)
+                when t.fair then '' end,
+           p_owner, v_flow,
+           case when d.parents is null then 'pending' else 'blocked' end, d.parents,
+           pg_catalog.now() + (e.n - 1) * interval '1 microsecond'  -- the given order, for show and parents()
+    from pg_catalog.jsonb_array_elements(p_payloads) with ordinality as e(v, n)
+    cross join lateral (select coalesce(v_one, p_types ->> (e.n - 1)::int) as type) x
+    left join (select u.c, pg_catalog.count(*)::int as parents from unnest(p_children) as u(c) group by u.c) d
+           on d.c = e.n
+    left join "jobkit".job_types t on t.type = x.type and t.fair;
+    insert into "jobkit".job_edges (parent_id, child_id, on_parent_failure)
+    select v_ids[e.p], v_ids[e.c], coalesce(e.pol, 'fail')
+    from unnest(p_parents, p_children, p_policies) as e(p, c, pol);
+    return query select v_flow, v_ids;
+end
+$$;
+
+-- Tell the children of jobs that just ended (completed, failed, dead or cancelled) that they did,
+-- once per parent (children_settled): a completed parent, or a failed or cancelled one behind a
+-- 'run' edge, takes one off the child's blocked_by, and at zero the child is pending (unless its
+-- flow is paused) and its type is woken; a failed parent fails a 'fail' child and cancels a
+-- 'cancel' child, a cancelled parent cancels both. A child failed or cancelled so is itself a parent
+-- that ended: the loop carries the failure down the graph, one level per pass. O(children): the
+-- edges are read by their parent (the primary key). Called by the finishing statements only for
+-- jobs of a flow (flow_id not null): a plain job never gets here.
+create or replace function "jobkit"._settle_children(p_ids uuid[]) returns void
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_parents uuid[] := p_ids;
+    v_children uuid[];
+    v_done int[];
+    v_fails boolean[];
+    v_cancels boolean[];
+    v_paused boolean[];
+    v_ended uuid[];
+    r record;
+begin
+    while coalesce(pg_catalog.cardinality(v_parents), 0) > 0 loop
+        with ended as (
+            update "jobkit".jobs p set children_settled = true
+            where p.id = any (v_parents) and p.flow_id is not null and p.children_settled is null
+              and p.status in ('completed', 'failed', 'dead', 'cancelled')
+            returning p.id, p.status, p.flow_id
+        ), told as (
+            select e.child_id,
+                   (pg_catalog.count(*) filter (where d.status = 'completed' or e.on_parent_failure = 'run'))::int
+                       as done,
+                   pg_catalog.bool_or(d.status in ('failed', 'dead') and e.on_parent_failure = 'fail') as fails,
+                   pg_catalog.bool_or(d.status <> 'completed' and e.on_parent_failure <> 'run') as cancels,
+                   pg_catalog.bool_or(f.paused_at is not null) as paused
+            from ended d
+            join "jobkit".job_edges e on e.parent_id = d.id
+            left join "jobkit".flows f on f.id = d.flow_id
+            group by e.child_id
+        )
+        select pg_catalog.array_agg(t.child_id order by t.child_id), pg_catalog.array_agg(t.done order by t.child_id),
+               pg_catalog.array_agg(t.fails order by t.child_id), pg_catalog.array_agg(t.cancels order by t.child_id),
+               pg_catalog.array_agg(t.paused order by t.child_id)
+        into v_children, v_done, v_fails, v_cancels, v_paused
+        from told t;
+        exit when v_children is null;
+        -- children locked in id order: concurrent completions of parents they share never deadlock
+        perform 1 from "jobkit".jobs c where c.id = any (v_children) order by c.id for update;
+        v_ended := null;
+        for r in
+            with changed as (
+                update "jobkit".jobs j
+                set blocked_by = greatest(j.blocked_by - t.done, 0),
+                    status = case when t.fails then 'failed' when t.cancels then 'cancelled'
+                                  when j.blocked_by - t.done > 0 or t.paused then 'blocked'
+                                  else 'pending' end,
+                    scheduled_for = case when t.fails or t.cancels then j.scheduled_for
+                                         else greatest(j.scheduled_for, pg_catalog.now()) end,
+                    completed_at = case when t.fails or t.cancels then pg_catalog.now() end,
+                    last_error = case when t.fails then 'a parent of this job failed (on_parent_failure = fail)'
+                                      when t.cancels then 'a parent of this job failed or was cancelled'
+                                      else j.last_error end,
+                    updated_at = pg_catalog.now()
+                from unnest(v_children, v_done, v_fails, v_cancels, v_paused) as t(child_id, done, fails, cancels, paused)
+                where j.id = t.child_id and j.status = 'blocked'
+                returning j.id, j.status, j.type, j.scheduled_for
+            )
+            select c.type, c.status, pg_catalog.array_agg(c.id) as ids,
+                   pg_catalog.count(*) filter (where c.scheduled_for <= pg_catalog.now()) as due,
+                   pg_catalog.min(c.scheduled_for) filter (where c.scheduled_for > pg_catalog.now()) as at
+            from changed c where c.status <> 'blocked' group by c.type, c.status
+        loop
+            if r.status = 'pending' then
+                perform "jobkit"._wake_for(r.type, r.due, r.at);
+            else
+                v_ended := coalesce(v_ended, '{}') || r.ids;
+            end if;
+        end loop;
+        if v_ended is not null then
+            perform "jobkit"._notify_done(v_ended);
+        end if;
+        v_parents := v_ended;
+    end loop;
+end
+$$;
+
+-- The backstop (run by sweep_stuck): no job stays blocked after its parents ended. Parents that
+-- ended without telling their children (a path that missed _settle_children) are settled now; a
+-- child whose parent is gone (deleted) counts that parent as cancelled; a blocked job with nothing
+-- left to wait for in a flow that is not paused is released. Reads only blocked jobs
+-- (jobs_blocked_idx): nothing when no graph is blocked. Returns how many jobs it moved.
+create or replace function "jobkit"._sweep_blocked() returns int
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_moved int := 0;
+    v_ids uuid[];
+    r record;
+begin
+    if not exists (select 1 from "jobkit".jobs b where b.status = 'blocked') then
+        return 0;
+    end if;
+    -- 1. parents that ended but never settled their children
+    select pg_catalog.array_agg(distinct p.id) into v_ids
+    from "jobkit".jobs c
+    join "jobkit".job_edges e on e.child_id = c.id
+    join "jobkit".jobs p on p.id = e.parent_id
+    where c.status = 'blocked' and p.children_settled is null
+      and p.status in ('completed', 'failed', 'dead', 'cancelled');
+    if v_ids is not null then
+        perform "jobkit"._settle_children(v_ids);
+    end if;
+    -- 2. blocked jobs with nothing left to wait for, counted from their parents as they are now (a
+    -- gone parent counts as cancelled). Only released, never held back more: a count that races
+    -- with a completion is corrected by the completion itself.
+    for r in
+        with counted as (
+            select c.id,
+                   (pg_catalog.count(e.parent_id) filter (
+                        where p.id is not null and (p.children_settled is null
+                                                    or p.status not in ('completed', 'failed', 'dead', 'cancelled'))))::int
+                       as open,
+                   coalesce(pg_catalog.bool_or(p.id is null and e.on_parent_failure <> 'run'), false) as orphaned,
+                   coalesce(pg_catalog.bool_or(f.paused_at is not null), false) as paused
+            from "jobkit".jobs c
+            left join "jobkit".job_edges e on e.child_id = c.id
+            left join "jobkit".jobs p on p.id = e.parent_id
+            left join "jobkit".flows f on f.id = c.flow_id
+            where c.status = 'blocked'
+            group by c.id
+        ), changed as (
+            update "jobkit".jobs j
+            set status = case when x.orphaned then 'cancelled' else 'pending' end,
+                blocked_by = 0,
+                scheduled_for = greatest(j.scheduled_for, pg_catalog.now()),
+                completed_at = case when x.orphaned then pg_catalog.now() end,
+                last_error = case when x.orphaned then 'a parent of this job was deleted' else j.last_error end,
+                updated_at = pg_catalog.now()
+            from counted x
+            where j.id = x.id and j.status = 'blocked' and (x.orphaned or (x.open = 0 and not x.paused))
+            returning j.id, j.status, j.type
+        )
+        select c.type, c.status, pg_catalog.array_agg(c.id) as ids, pg_catalog.count(*) as n
+        from changed c group by c.type, c.status
+    loop
+        v_moved := v_moved + r.n::int;
+        if r.status = 'pending' then
+            perform "jobkit"._wake_for(r.type, r.n, null);
+        else
+            perform "jobkit"._notify_done(r.ids);
+            perform "jobkit"._settle_children(r.ids);
+        end if;
+    end loop;
+    return v_moved;
+end
+$$;
+
+-- Cancel a flow: every job of it that has not ended (pending, blocked, waiting, processing) is
+-- cancelled; a running attempt is told on its heartbeat (running_check) and its completion is
+-- refused, as cancel_job. Returns how many jobs were cancelled.
+create or replace function "jobkit".cancel_flow(p_flow uuid) returns int
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_ids uuid[];
+begin
+    with target as (
+        select j.id, j.status as was from "jobkit".jobs j
+        where j.flow_id = p_flow and j.status in ('pending', 'blocked', 'waiting', 'processing')
+        order by j.id
+        for update
+    ), changed as (
+        update "jobkit".jobs j
+        set status = 'cancelled', completed_at = pg_catalog.now(), lease_expires_at = null,
+            children_settled = true, updated_at = pg_catalog.now(),
+            last_error = coalesce(j.last_error, 'its flow was cancelled')
+        from target t
+        where j.id = t.id
+        returning j.id, j.attempts, j.worker_id, j.started_at, t.was
+    ), history as (
+        insert into "jobkit".job_attempts (job_id, attempt, worker_id, started_at, outcome)
+        select c.id, c.attempts, c.worker_id, c.started_at, 'cancelled' from changed c
+        where c.was = 'processing' and c.worker_id is not null and c.attempts > 0
+    )
+    select pg_catalog.array_agg(c.id) into v_ids from changed c;
+    if v_ids is null then
+        return 0;
+    end if;
+    delete from "jobkit".job_waits w where w.job_id = any (v_ids);  -- the waits of its waiting jobs
+    perform "jobkit"._notify_done(v_ids);
+    return pg_catalog.cardinality(v_ids);
+end
+$$;
+
+-- Pause a flow: its pending jobs go back to blocked (with nothing left to wait for), and children
+-- that become ready stay blocked until resume_flow; running and waiting jobs go on. Returns how many
+-- pending jobs it held back, null when there is no such flow.
+create or replace function "jobkit".pause_flow(p_flow uuid) returns int
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_n int;
+begin
+    update "jobkit".flows f set paused_at = coalesce(f.paused_at, pg_catalog.now()) where f.id = p_flow;
+    if not found then
+        return null;
+    end if;
+    with held as (
+        update "jobkit".jobs j set status = 'blocked', blocked_by = 0, updated_at = pg_catalog.now()
+        where j.flow_id = p_flow and j.status = 'pending'
+        returning 1
+    )
+    select pg_catalog.count(*)::int into v_n from held;
+    return v_n;
+end
+$$;
+
+-- Resume a paused flow: its blocked jobs with no parent left to wait for are pending again and their
+-- types are woken. Returns how many it released, null when there is no such flow.
+create or replace function "jobkit".resume_flow(p_flow uuid) returns int
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_n int := 0;
+    r record;
+begin
+    update "jobkit".flows f set paused_at = null where f.id = p_flow;
+    if not found then
+        return null;
+    end if;
+    for r in
+        with released as (
+            update "jobkit".jobs j
+            set status = 'pending', scheduled_for = greatest(j.scheduled_for, pg_catalog.now()),
+                updated_at = pg_catalog.now()
+            where j.flow_id = p_flow and j.status = 'blocked' and coalesce(j.blocked_by, 0) = 0
+            returning j.type
+        )
+        select x.type, pg_catalog.count(*) as n from released x group by x.type
+    loop
+        v_n := v_n + r.n::int;
+        perform "jobkit"._wake_for(r.type, r.n, null);
+    end loop;
+    return v_n;
+end
+$$;
+
+-- The parents of a job with what they ended with (ctx.parents): id, type, status, result, error and
+-- the edge's policy, in the order the flow listed them (parents come before children).
+create or replace function "jobkit".job_parents(p_id uuid)
+returns table (id uuid, type text, status text, result jsonb, error text, on_parent_failure text)
+language sql stable set search_path = '' as $$
+    select p.id, p.type, p.status, p.result, p.last_error, e.on_parent_failure
+    from "jobkit".job_edges e
+    join "jobkit".jobs p on p.id = e.parent_id
+    where e.child_id = p_id
+    order by p.created_at, p.id
+$$;
+
+-- Replay a job from one of its steps: a new pending job of the same type, payload and flow, whose
+-- stored steps are copies of the completed steps the original started before the first occurrence of
+-- p_step (so they return their stored results and do not run again); p_step and everything after
+-- it run anew. The original is left as it is. Returns the new job's id.
+create or replace function "jobkit".replay_job(p_id uuid, p_step text) returns uuid
+language plpgsql volatile set search_path = '' as $$
+declare
+    v_new uuid := pg_catalog.gen_random_uuid();
+    v_from timestamptz;
+begin
+    if not exists (select 1 from "jobkit".jobs j where j.id = p_id) then
+        raise exception 'jobkit.replay_job: no job %', p_id
+            using errcode = 'P0002', hint = 'list jobs with `jobkit jobs list`';
+    end if;
+    select pg_catalog.min(t.started_at) into v_from
+    from "jobkit".job_steps t where t.job_id = p_id and t.name = p_step;
+    if v_from is null then
+        raise exception 'jobkit.replay_job: job % has no step named %', p_id, p_step
+            using errcode = '22023', hint = 'see its steps with `jobkit jobs show ID`';
+    end if;
+    insert into "jobkit".jobs (id, type, payload, priority, max_attempts, trace_context, concurrency_key, owner,
+                              flow_id)
+    select v_new, j.type, j.payload, j.priority, j.max_attempts, j.trace_context, j.concurrency_key, j.owner,
+           j.flow_id
+    from "jobkit".jobs j where j.id = p_id;
+    insert into "jobkit".job_steps (job_id, name, occurrence, attempt, status, result, tries, started_at, finished_at)
+    select v_new, t.name, t.occurrence, 0, 'completed', t.result, t.tries, t.started_at, t.finished_at
+    from "jobkit".job_steps t
+    where t.job_id = p_id and t.status = 'completed' and t.started_at < v_from;
+    return v_new;
+end
+$$;
+
 -- The public API: operators
 -- sql/functions/50_operate.sql: retry, cancel, delete, pause and resume.
 -- Applied in file-name order (after 40_finish.sql, before 60_sweeps.sql); sql/functions/README.md says how deploy applies these files.
@@ -1478,35 +1867,41 @@ begin
 end
 $$;
 
--- Cancel a pending, waiting or processing job. A running attempt may finish, but its result is
--- refused. A waiting job's wait is dropped. Waiters are notified.
+-- Cancel a pending, waiting, blocked or processing job. A running attempt may finish, but its result
+-- is refused. A waiting job's wait is dropped. Waiters are notified. A job of a graph cancels its
+-- blocked descendants (through 'fail' and 'cancel' edges; a 'run' child counts it as ended:
+-- _settle_children).
 create or replace function "jobkit".cancel_job(p_id uuid) returns boolean
 language plpgsql volatile set search_path = '' as $$
 declare
     v_id uuid;
+    v_flow uuid;
 begin
     with target as (
         select j.id, j.status as was from "jobkit".jobs j
-        where j.id = p_id and j.status in ('pending', 'processing', 'waiting')
+        where j.id = p_id and j.status in ('pending', 'processing', 'waiting', 'blocked')
         for update
     ), changed as (
         update "jobkit".jobs j
         set status = 'cancelled', completed_at = now(), lease_expires_at = null, updated_at = now()
         from target t
         where j.id = t.id
-        returning j.id, j.attempts, j.worker_id, j.started_at, t.was
+        returning j.id, j.attempts, j.worker_id, j.started_at, t.was, j.flow_id
     ), history as (
         -- the running attempt ends here; a pending job's last attempt was recorded when it ended
         insert into "jobkit".job_attempts (job_id, attempt, worker_id, started_at, outcome)
         select c.id, c.attempts, c.worker_id, c.started_at, 'cancelled' from changed c
         where c.was = 'processing' and c.worker_id is not null and c.attempts > 0
     )
-    select c.id into v_id from changed c;
+    select c.id, c.flow_id into v_id, v_flow from changed c;
     if v_id is null then
         return false;
     end if;
     delete from "jobkit".job_waits w where w.job_id = v_id;
     perform "jobkit"._notify_done(array[v_id]);
+    if v_flow is not null then
+        perform "jobkit"._settle_children(array[v_id]);
+    end if;
     return true;
 end
 $$;
@@ -1550,6 +1945,8 @@ language sql volatile set search_path = '' as $$
         delete from "jobkit".job_steps t using gone g where t.job_id = g.id
     ), waits as (
         delete from "jobkit".job_waits w using gone g where w.job_id = g.id
+    ), edges as (  -- its own edges in; a blocked child of a deleted parent: _sweep_blocked settles it
+        delete from "jobkit".job_edges e using gone g where e.child_id = g.id
     )
     select count(*)::int from gone
 $$;
@@ -1595,6 +1992,7 @@ declare
     v_statuses text[];
     v_types text[];
     v_due timestamptz[];
+    v_parents uuid[];
     r record;
 begin
     perform "jobkit".sweep_waits();  -- waits nothing resolved (a lost wake-up): 47_waits.sql
@@ -1620,13 +2018,19 @@ begin
             lease_expires_at = null, updated_at = now()
         from expired x
         where j.id = x.id and j.status = 'processing' and j.lease_expires_at < now()
-        returning j.id, j.status, j.type, j.scheduled_for, j.attempts, j.worker_id, j.started_at, j.last_error
+        returning j.id, j.status, j.type, j.scheduled_for, j.attempts, j.worker_id, j.started_at, j.last_error,
+                  j.flow_id
     ), history as (
         insert into "jobkit".job_attempts (job_id, attempt, worker_id, started_at, outcome, error)
         select c.id, c.attempts, c.worker_id, c.started_at, 'lease_expired', c.last_error from changed c
     )
-    select array_agg(c.id), array_agg(c.status), array_agg(c.type), array_agg(c.scheduled_for)
-    into v_ids, v_statuses, v_types, v_due from changed c;
+    select array_agg(c.id), array_agg(c.status), array_agg(c.type), array_agg(c.scheduled_for),
+           array_agg(c.id) filter (where c.flow_id is not null and c.status = 'failed')
+    into v_ids, v_statuses, v_types, v_due, v_parents from changed c;
+    if v_parents is not null then  -- failed jobs of a graph: their children's policies apply
+        perform "jobkit"._settle_children(v_parents);
+    end if;
+    perform "jobkit"._sweep_blocked();  -- the backstop: no job stays blocked after its parents ended
     for r in select u.type, min(u.due) as due from unnest(v_types, v_due, v_statuses) as u(type, due, status)
              where u.status = 'pending' group by u.type loop
         perform "jobkit"._wake_for(r.type, 0, r.due);
@@ -1686,9 +2090,14 @@ begin
         exit when v_ids is null;
         delete from "jobkit".job_attempts a where a.job_id = any (v_ids);
         delete from "jobkit".job_steps t where t.job_id = any (v_ids);
+        delete from "jobkit".job_edges e where e.child_id = any (v_ids);
         v_total := v_total + cardinality(v_ids);
         exit when cardinality(v_ids) < p_batch_size;
     end loop;
+    -- flows none of whose jobs is left (0020)
+    delete from "jobkit".flows f
+    where f.created_at < now() - p_older_than
+      and not exists (select 1 from "jobkit".jobs j where j.flow_id = f.id);
     return v_total;
 end
 $$;

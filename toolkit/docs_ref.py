@@ -106,6 +106,10 @@ KEYS: list[Key] = [
     Key("triggers.NAME", "payload", "required", '"row", "pk" or a list of the table\'s columns',
         "what the job's payload holds"),
     Key("triggers.NAME", "idempotency", "none", '"pk"', "one unfinished job per row and trigger"),
+    Key('events."NAME"', "types", "none", "a list of job types, each once",
+        "subscribers: each gets one job per event of that name (none: the event only wakes waits)"),
+    Key('events."NAME"', "retention", "none", "a duration, up to 36500d",
+        "how long emitted events are kept, so a wait registered later still sees them (none: 7 days)"),
 ]
 
 

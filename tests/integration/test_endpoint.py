@@ -153,7 +153,7 @@ def test_sync_mode_answers_with_a_summary(db_url: str, session: Session) -> None
         response = post(client, {"type": "echo"})
     assert response.status_code == 200
     assert response.json() | {"type": "echo"} == {"type": "echo", "claimed": 7, "completed": 7, "failed": 0,
-                                                  "snoozed": 0, "released": 0, "lost": 0, "cancelled": 0,
+                                                  "snoozed": 0, "waited": 0, "released": 0, "lost": 0, "cancelled": 0,
                                                   "ended": "empty"}
 
 

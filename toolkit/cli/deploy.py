@@ -12,6 +12,7 @@ from ..exceptions import ConfigError
 from ..schema.deploy import DeployOptions, DeployReport, deploy
 from ..schema.render import render_script, write_units
 from ..schema.supabase_cli import write_functions, write_migration, write_triggers, write_user_api
+from ..schema.trigger_script import render_apply
 from .common import State, db_url_option, pass_state
 
 
@@ -49,7 +50,8 @@ def render(state: State, out_dir: Path | None, supabase: bool, supabase_dir: Pat
         for target in write_units(settings, out_dir):
             click.echo(f"wrote {target}")
     else:
-        click.echo(render_script(settings), nl=False)
+        row_triggers = render_apply(settings) if settings.triggers else ""
+        click.echo(render_script(settings, row_triggers=row_triggers), nl=False)
 
 
 @click.command("deploy")

@@ -105,7 +105,8 @@ def render(st: status_api.QueueStatus) -> Table:
 
 def _workers(workers: list[WorkerRow], n: dict[str, int]) -> str:
     """The workers table: a summary line, then one line per worker that is not gone."""
-    lines = [f"workers: {n['alive']} alive, {n['stale']} stale (missed heartbeats), {n['gone']} gone"]
+    alive, stale, gone = (n.get(k, 0) for k in ("alive", "stale", "gone"))
+    lines = [f"workers: {alive} alive, {stale} stale (missed heartbeats), {gone} gone"]
     for w in workers:
         if w.state == "gone":
             continue

@@ -43,9 +43,23 @@ order by c.created_at, c.id
 limit %(limit)s
 
 -- name: job_steps_of
-select t.name, t.occurrence, t.attempt, t.status, t.tries, t.started_at, t.finished_at, t.error
+-- A durable job's steps and resolved waits (kind 'wait'), in the order they started.
+select t.name, t.occurrence, t.attempt, t.status, t.tries, t.started_at, t.finished_at, t.error, t.kind
 from {{ s }}.job_steps t where t.job_id operator(pg_catalog.=) %(id)s
 order by t.started_at, t.name, t.occurrence
+
+-- name: job_wait_of
+-- A waiting job's open wait (ctx.sleep, wait_for_event, wait_any, wait_for_jobs): what it waits
+-- for and until when (its job_waits row; none once resolved).
+select w.step, w.occurrence, w.attempt, w.kind, w.events, w.job_ids, w.due, w.created_at
+from {{ s }}.job_waits w where w.job_id operator(pg_catalog.=) %(id)s
+
+-- name: job_wait_jobs
+-- The jobs a wait_for_jobs waits for, with their state (at most %(limit)s of them).
+select j.id, j.type, j.status from {{ s }}.jobs j
+where j.id operator(pg_catalog.=) any (%(ids)s::pg_catalog.uuid[])
+order by j.created_at, j.id
+limit %(limit)s
 
 -- name: audit_flow
 -- An operator's action on a flow or a replay (toolkit/ops/flows.py), written in its transaction.

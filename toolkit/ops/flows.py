@@ -16,6 +16,8 @@ from .operate import Sessions, check_actor
 
 MAX_SHOWN = 2000  # jobs of one flow listed by `flows show` and the dashboard
 MAX_STEP = 200  # characters of a step's name (job_steps' check)
+WAIT_JOBS_SHOWN = 50  # the jobs a wait_for_jobs waits for, listed on the job page
+EVENT_SEP = "\x1f"  # job_waits.events holds name || chr(31) || key (47_waits.sql)
 ACTIONS = {"cancel": "cancel_flow", "pause": "pause_flow", "resume": "resume_flow"}
 
 
@@ -72,12 +74,27 @@ def show(sessions: Sessions, schema: str, some_id: UUID, *, steps: bool = True) 
 
 
 def job_graph(s: Session, schema: str, job_id: UUID) -> dict[str, Any]:
-    """The dashboard's job page: the job's steps, parents and children (at most MAX_SHOWN each)."""
+    """The dashboard's job page: the job's steps, its open wait, parents and children (at most
+    MAX_SHOWN each)."""
     q = queries(schema)
     return {"steps": s.all(q["job_steps_of"], {"id": job_id}),
+            "wait": job_wait(s, schema, job_id),
             "parents": s.all(q["parents"], {"id": job_id}),
             "children": s.all(q["job_children"], {"id": job_id, "limit": MAX_SHOWN}),
             "flow_id": s.scalar(q["flow_of"], {"id": job_id})}
+
+
+def job_wait(s: Session, schema: str, job_id: UUID) -> dict[str, Any] | None:
+    """The job's open wait, readable: its events as (name, key) pairs and, for wait_for_jobs, the
+    jobs it waits for with their state (at most WAIT_JOBS_SHOWN); None when it waits for nothing."""
+    q = queries(schema)
+    row = s.one(q["job_wait_of"], {"id": job_id})
+    if row is None:
+        return None
+    events = [tuple(e.split(EVENT_SEP, 1)) if EVENT_SEP in e else (e, "") for e in row["events"] or []]
+    ids = list(row["job_ids"] or [])
+    jobs = s.all(q["job_wait_jobs"], {"ids": ids, "limit": WAIT_JOBS_SHOWN}) if ids else []
+    return {**row, "events": events, "jobs": jobs, "jobs_total": len(ids)}
 
 
 def act(sessions: Sessions, schema: str, some_id: UUID, verb: str, actor: str) -> int:

@@ -67,6 +67,17 @@ def _state(driver: WebDriver, worker_id: str) -> str | None:
     return rows[0].get_attribute("data-state") if rows else None
 
 
+def _shots(driver: WebDriver, name: str) -> None:
+    """The open page at 1280x800 in light and dark (prefers-color-scheme emulated, as
+    test_dashboard_browser.py's shots), for docs/img/: ARTIFACTS/<name>-light.png and -dark.png."""
+    driver.set_window_size(1280, 800)
+    for scheme in ("light", "dark"):
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                               {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+        driver.save_screenshot(str(ARTIFACTS / f"{name}-{scheme}.png"))
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+
+
 def _wait(driver: WebDriver, check: Any, what: str, timeout: float = 20) -> None:
     WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: check(d), message=what)
 
@@ -92,6 +103,7 @@ def test_a_worker_appears_holds_a_job_and_disappears_on_the_open_page(
         row = browser.find_element(By.CSS_SELECTOR, f'tr.worker[data-worker="{worker_id}"]').text
         assert "pg_net" in row and "e2e.slow" in row
         browser.save_screenshot(str(ARTIFACTS / "workers.png"))
+        _shots(browser, "dashboard-workers")
         code, out = worker.stop()
         assert code == 0, out
     finally:

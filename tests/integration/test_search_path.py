@@ -885,12 +885,17 @@ def _dashboard(db_url: str, pinned: Session) -> None:
     try:
         with TestClient(dashboard.app, base_url="http://127.0.0.1", follow_redirects=False) as client:
             job = pinned.scalar(f"select id from {schema}.jobs limit 1")
+            # the job page of a job waiting for jobs (ctx.wait_for_jobs) reads them too
+            pinned.execute(f"insert into {schema}.job_waits (job_id, type, step, occurrence, attempt, kind, "
+                           "job_ids, due) select id, type, 'children', 1, 1, 'jobs', array[id], "
+                           "now() + interval '1 hour' from " + f"{schema}.jobs where id = %s", (job,))
             for path in ("/", "/fragments/overview", "/jobs", "/jobs?type=mail&status=completed&since=2020-01-01"
                          "&until=2100-01-01&worker=w&error=x&payload=%7B%22a%22%3A1%7D", f"/jobs/{job}",
                          "/schedules", "/ratelimits", "/actions", "/fragments/jobs?type=mail",
                          "/jobs?cursor=2100-01-01T00:00:00%2B00:00%7C" + str(job), "/workers",
                          "/fragments/workers"):
                 assert client.get(path, headers=html).status_code == 200, path
+            pinned.execute(f"delete from {schema}.job_waits where job_id = %s", (job,))
             token = re.search(r'name="csrf-token" content="([^"]+)"', client.get("/", headers=html).text)
             assert token
             csrf = token.group(1)

@@ -672,6 +672,7 @@ def _flows(manager: Lifecycle) -> None:
     assert session.scalar(f"select {s}.resume_flow(%s)", (run.id,)) == 2
     jobs = manager.claim("flowjob", 5, "w", timedelta(minutes=1))
     manager.fail([Failure(j.id, j.attempts, "x", permanent=True) for j in jobs])  # a failure carried down
+    assert [j.id for j in manager.flow_state(run.id)] == run.job_ids  # what jobkit.wait on a flow reads
     other = jobkit.gather(session, [NewJob("flowjob", {})], NewJob("flowjob", {}), schema=SCHEMA)
     manager.cancel(other.job_ids[0])
     session.execute(f"update {s}.jobs set status = 'completed' where id {eq} %s", (other.job_ids[1],))

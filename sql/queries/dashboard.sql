@@ -326,7 +326,7 @@ where exists (select 1 from {{ s }}.jobs j where j.status operator(pg_catalog.=)
                   and j.scheduled_for operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 day'))
    or exists (select 1 from {{ s }}.jobs j where j.lease_expires_at is not null
                   and j.status operator(pg_catalog.=) 'processing' and j.type operator(pg_catalog.=) t.type)
-   or t.type in (select j.type from {{ s }}.jobs j
+   or t.type operator(pg_catalog.=) any (select j.type from {{ s }}.jobs j
                  where j.status operator(pg_catalog.=) any ('{completed,dead,cancelled}')
                    and j.completed_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 day'))
    or exists (select 1 from {{ s }}.jobs j where j.status operator(pg_catalog.=) 'failed'

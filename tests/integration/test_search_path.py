@@ -866,6 +866,11 @@ def _user_api(pinned: Session) -> None:
     try:
         job = pinned.scalar("select jobkit_user.enqueue('mail', '{\"to\": \"a@example.org\"}')")
         assert pinned.scalar("select count(*) from jobkit_user.jobs") == 1
+        pinned.execute("reset role")  # a step of the user's job: its row shows it (sync_steps)
+        pinned.execute(f"insert into {ident(SCHEMA)}.job_steps (job_id, name, occurrence, attempt, status, "
+                       "started_at) values (%s, 'a', 1, 1, 'completed', pg_catalog.now())", (job,))
+        pinned.execute("set role authenticated")
+        assert pinned.scalar("select step from jobkit_user.jobs") == "a"
         assert pinned.scalar("select jobkit_user.cancel(%s)", (job,)) is True
     finally:
         pinned.execute("reset role")

@@ -1,4 +1,6 @@
-"""Await a job's result: ``jobkit.wait(target, job_id, timeout=30)`` and ``await jobkit.wait_async(...)``.
+"""Await a job's result: ``jobkit.wait(target, job_id, timeout=30)`` and ``await jobkit.wait_async(...)``;
+a flow's, given the FlowRun ``jobkit.flow`` returned (or ``jobkit.wait_flow(target, flow_id)``): a
+FlowResult once every job of it ended (toolkit/flowwait.py keeps that wait's open jobs).
 
 Both return the job's :class:`~jobkit.jobs.JobResult` once it completed, and raise
 :class:`~jobkit.exceptions.JobFailed` (carrying the job's last error) when it failed, was
@@ -251,7 +253,8 @@ class _Watch:
     def check(self, state: JobResult | None) -> JobResult | None:
         """The result when the job completed; raises when it finished otherwise or time is up."""
         if state is None:
-            raise NotFound(f"no job {self.job}", hint="check the id (and the schema)")
+            raise NotFound(f"no job {self.job}",
+                           hint="check the id (and the schema); wait on a flow's id with jobkit.wait_flow")
         if self.on_progress is not None and state.progress is not None and state.progress != self._seen:
             self._seen = state.progress
             self.on_progress(state.progress)

@@ -205,6 +205,14 @@ create or replace function {{ api }}.create_flow(
                                       p_run_at, p_max_attempts, p_trace_context)
 $$;
 
+-- A flow's jobs for a waiting producer (jobkit.wait on a flow polls it): results once all ended.
+create or replace function {{ api }}.flow_state(p_id uuid)
+returns table (id uuid, status text, result jsonb, last_error text, attempts int, progress jsonb,
+               completed_at timestamptz)
+language sql stable set search_path = '' as $$
+    select * from {{ s }}.flow_state(p_id)
+$$;
+
 -- The wake path (0010): a signed wake-up accepted once per fleet; a worker draining a type.
 create or replace function {{ api }}.consume_wake(p_nonce text, p_expires_at timestamptz)
 returns boolean language sql volatile set search_path = '' as $$

@@ -20,8 +20,8 @@ from .events import emit, emit_async
 from .exceptions import JobFailed, JobkitError, WaitTimeout
 from .flows import Flow, FlowJob, FlowRun, Gathered, Parent, flow, gather
 from .handlers import Registry
-from .jobs import Job, JobResult, NewJob, Progress, Status
-from .results import wait, wait_async
+from .jobs import FlowResult, Job, JobResult, NewJob, Progress, Status
+from .results import wait, wait_async, wait_flow, wait_flow_async
 from .retries import Permanent, RateLimited, Retry
 from .version import __version__
 from .worker.backends.memory import MemoryBackend
@@ -32,12 +32,12 @@ from .worker.endpoint import WorkerEndpoint, create_app
 from .worker.waits import Event, EventSpec, Suspend
 
 __all__ = [
-    "Flow", "FlowJob", "FlowRun", "Gathered", "Parent", "flow", "gather",
+    "Flow", "FlowJob", "FlowResult", "FlowRun", "Gathered", "Parent", "flow", "gather",
     "Event", "EventSpec", "Job", "JobContext", "JobFailed", "JobResult", "JobkitError", "MemoryBackend",
     "NewJob", "Permanent",
     "PostgresBackend", "Progress", "RateLimited", "Registry", "Retry", "Settings", "Status", "StepLost",
     "Suspend", "WaitTimeout",
     "WorkerEndpoint", "__version__", "create_app", "emit", "emit_async", "enqueue", "enqueue_async",
     "enqueue_many",
-    "enqueue_many_async", "load_settings", "wait", "wait_async",
+    "enqueue_many_async", "load_settings", "wait", "wait_async", "wait_flow", "wait_flow_async",
 ]

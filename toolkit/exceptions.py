@@ -13,7 +13,7 @@
     ├── DriftError              deploy --check found the database behind or changed (exit 3)
     ├── LocalDbError            the embedded local PostgreSQL cannot be started or used
     ├── WorkerGaveUp            a worker could not reach the database (or LISTEN) for too long
-    ├── WaitTimeout             jobkit.wait: the job did not finish within the timeout
+    ├── WaitTimeout             jobkit.wait: the job (or flow) did not finish within the timeout
     └── JobFailed               jobkit.wait: the job failed, was dead-lettered or cancelled
 
 The CLI catches JobkitError once, prints ``error: <message>`` and ``hint: <hint>`` and exits with
@@ -107,15 +107,17 @@ class WorkerGaveUp(JobkitError):
 
 
 class WaitTimeout(JobkitError):
-    """The job did not finish within the timeout."""
+    """The job (or every job of the flow) did not finish within the timeout."""
 
     default_hint = "wait longer (timeout=...), or look at it with `jobkit jobs show ID`"
 
     def __init__(self, message: str | None = None, *, hint: str | None = None, job_id: Any = None,
-                 status: str | None = None) -> None:
+                 status: str | None = None, flow_id: Any = None, open_jobs: Any = None) -> None:
         super().__init__(message, hint=hint)
         self.job_id = job_id
         self.status = status  # the job's state when the wait gave up
+        self.flow_id = flow_id  # a flow's wait: the flow
+        self.open_jobs = open_jobs  # a flow's wait: {job id: status} of the jobs not ended
 
 
 class JobFailed(JobkitError):

@@ -236,6 +236,41 @@ class FlowRun:
         return self.job_ids[position]
 
 
+@dataclass(frozen=True)
+class FlowResult:
+    """A flow once every job of it ended (``jobkit.wait`` on a FlowRun, ``jobkit.wait_flow``): each
+    job's JobResult in the order the flow gave them (a replayed job after them). A failed job is
+    reported here, not raised: look at ``failed``, or ``ok``."""
+
+    id: UUID
+    jobs: list[JobResult] = field(default_factory=list)
+
+    def __getitem__(self, job_id: UUID | str) -> JobResult:
+        """One job's result by its id (``summary[run[handle]]`` for a handle Flow.add returned)."""
+        wanted = str(job_id)
+        for job in self.jobs:
+            if str(job.id) == wanted:
+                return job
+        raise KeyError(job_id)
+
+    @property
+    def succeeded(self) -> list[JobResult]:
+        return [j for j in self.jobs if j.status == Status.COMPLETED]
+
+    @property
+    def failed(self) -> list[JobResult]:
+        """The jobs that failed, were dead-lettered or were cancelled."""
+        return [j for j in self.jobs if j.status != Status.COMPLETED]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {"succeeded": len(self.succeeded), "failed": len(self.failed)}
+
+
 @dataclass(frozen=True, slots=True)
 class Parent:
     """A parent of the running job, as it ended (``ctx.parents()``)."""

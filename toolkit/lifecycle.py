@@ -138,6 +138,10 @@ class Statements:
     def state(self, job_id: UUID) -> Statement[JobResult | None]:
         return Statement(self.q["state"], {"id": job_id}, _state, dicts=True)
 
+    def flow_state(self, flow_id: UUID) -> Statement[list[JobResult]]:
+        """A flow's jobs in order ([]: no such flow); results, errors and progress once all ended."""
+        return Statement(self.q["flow_state"], {"id": flow_id}, _states, dicts=True)
+
     def wait_on(self, job_ids: Sequence[UUID], wait_for: timedelta) -> Statement[None]:
         """Register waiters: these jobs' completions are notified on <schema>_done (0014)."""
         return Statement(self.q["wait_on"], {"ids": list(job_ids), "for": wait_for}, _nothing)
@@ -249,6 +253,7 @@ class Lifecycle:
     get = step(Statements.get)
     history = step(Statements.history)
     state = step(Statements.state)
+    flow_state = step(Statements.flow_state)
     wait_on = step(Statements.wait_on)
     create_flow = step(Statements.create_flow)
     parents = step(Statements.parents)
@@ -440,6 +445,10 @@ def _job(rows: list[Row]) -> Job | None:
 
 def _state(rows: list[Row]) -> JobResult | None:
     return JobResult.from_row(rows[0]) if rows else None
+
+
+def _states(rows: list[Row]) -> list[JobResult]:
+    return [JobResult.from_row(r) for r in rows]
 
 
 def _attempts(rows: list[Row]) -> list[Attempt]:

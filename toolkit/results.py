@@ -1,4 +1,6 @@
-"""Await a job's result: ``jobkit.wait(target, job_id, timeout=30)`` and ``await jobkit.wait_async(...)``.
+"""Await a job's result: ``jobkit.wait(target, job_id, timeout=30)`` and ``await jobkit.wait_async(...)``;
+a flow's, given the FlowRun ``jobkit.flow`` returned (or ``jobkit.wait_flow(target, flow_id)``): a
+FlowResult once every job of it ended (toolkit/flowwait.py keeps that wait's open jobs).
 
 Both return the job's :class:`~jobkit.jobs.JobResult` once it completed, and raise
 :class:`~jobkit.exceptions.JobFailed` (carrying the job's last error) when it failed, was
@@ -25,7 +27,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import timedelta
-from typing import Any
+from typing import Any, overload
 from uuid import UUID
 
 import psycopg
@@ -33,7 +35,8 @@ import psycopg
 from .connector import Database, Session
 from .connector.aio import AsyncSession
 from .exceptions import ConfigError, JobFailed, NotFound, WaitTimeout
-from .jobs import JobResult, Progress, Status
+from .flowwait import FlowWatch, flow_id
+from .jobs import FlowResult, FlowRun, JobResult, Progress, Status
 from .lifecycle import Statements
 from .names import done_channel
 
@@ -44,15 +47,33 @@ REGISTRATION_MARGIN = 60.0  # seconds a waiter's row outlives its timeout (then 
 ProgressCallback = Callable[[Progress], Any]
 
 
+@overload
 def wait(target: Any, job_id: UUID | str, *, timeout: float = 30.0, poll: float = 1.0,
          listen: bool | None = None, on_progress: ProgressCallback | None = None, schema: str = "jobkit",
-         api_schema: str = "jobkit_api") -> JobResult:
+         api_schema: str = "jobkit_api") -> JobResult: ...
+
+
+@overload
+def wait(target: Any, job_id: FlowRun, *, timeout: float = 30.0, poll: float = 1.0,
+         listen: bool | None = None, on_progress: ProgressCallback | None = None, schema: str = "jobkit",
+         api_schema: str = "jobkit_api") -> FlowResult: ...
+
+
+def wait(target: Any, job_id: UUID | str | FlowRun, *, timeout: float = 30.0, poll: float = 1.0,
+         listen: bool | None = None, on_progress: ProgressCallback | None = None, schema: str = "jobkit",
+         api_schema: str = "jobkit_api") -> JobResult | FlowResult:
     """Block until the job finishes; its JobResult (completed) or JobFailed / WaitTimeout / NotFound.
+    Given the FlowRun :func:`jobkit.flow` returned, :func:`wait_flow`: until every job of the flow
+    ended, and its :class:`~jobkit.jobs.FlowResult`.
 
     ``target`` is what :func:`jobkit.enqueue` takes: a URL or Database (LISTEN on a connection of
     its own unless ``listen=False``), your psycopg connection or Session (polled, outside your
     transaction's snapshot only in autocommit or read committed), or a supabase-py client (polled
     over RPC). ``poll``: the most seconds between two reads of the job without LISTEN."""
+    if isinstance(job_id, FlowRun):
+        _no_progress(on_progress)
+        return wait_flow(target, job_id, timeout=timeout, poll=poll, listen=listen, schema=schema,
+                         api_schema=api_schema)
     job = _uuid(job_id)
     watch = _Watch(job, timeout, poll, on_progress)
     if _is_supabase(target):
@@ -73,12 +94,29 @@ def wait(target: Any, job_id: UUID | str, *, timeout: float = 30.0, poll: float 
         return watch.sync(lambda: session.run(statement), notes)
 
 
+@overload
 async def wait_async(target: Any, job_id: UUID | str, *, timeout: float = 30.0, poll: float = 1.0,
                      listen: bool | None = None, on_progress: ProgressCallback | None = None,
-                     schema: str = "jobkit", api_schema: str = "jobkit_api") -> JobResult:
+                     schema: str = "jobkit", api_schema: str = "jobkit_api") -> JobResult: ...
+
+
+@overload
+async def wait_async(target: Any, job_id: FlowRun, *, timeout: float = 30.0, poll: float = 1.0,
+                     listen: bool | None = None, on_progress: ProgressCallback | None = None,
+                     schema: str = "jobkit", api_schema: str = "jobkit_api") -> FlowResult: ...
+
+
+async def wait_async(target: Any, job_id: UUID | str | FlowRun, *, timeout: float = 30.0, poll: float = 1.0,
+                     listen: bool | None = None, on_progress: ProgressCallback | None = None,
+                     schema: str = "jobkit", api_schema: str = "jobkit_api") -> JobResult | FlowResult:
     """:func:`wait` for asyncio. ``target``: a URL (LISTEN on a connection of its own unless
     ``listen=False``), your psycopg AsyncConnection (polled), a supabase-py AsyncClient (polled
-    over RPC) or a worker Backend (PostgresBackend, SupabaseBackend, MemoryBackend: polled)."""
+    over RPC) or a worker Backend (PostgresBackend, SupabaseBackend, MemoryBackend: polled).
+    Given a FlowRun, :func:`wait_flow_async`."""
+    if isinstance(job_id, FlowRun):
+        _no_progress(on_progress)
+        return await wait_flow_async(target, job_id, timeout=timeout, poll=poll, listen=listen, schema=schema,
+                                     api_schema=api_schema)
     job = _uuid(job_id)
     watch = _Watch(job, timeout, poll, on_progress)
     if hasattr(target, "state") and hasattr(target, "claim"):  # a worker Backend
@@ -103,6 +141,67 @@ async def wait_async(target: Any, job_id: UUID | str, *, timeout: float = 30.0, 
             await session.run(Statements(schema).wait_on([job], _registration(timeout)))
             notes = session.notifies
         return await watch.aio(lambda: session.run(statement), notes)
+
+
+def wait_flow(target: Any, flow: FlowRun | UUID | str, *, timeout: float = 30.0, poll: float = 1.0,
+              listen: bool | None = None, schema: str = "jobkit",
+              api_schema: str = "jobkit_api") -> FlowResult:
+    """Block until every job of the flow ended (completed, failed, dead or cancelled); its
+    :class:`~jobkit.jobs.FlowResult`: each job's JobResult in order, what succeeded and what failed
+    (a failed job is reported there, not raised). WaitTimeout when time is up first (naming the
+    jobs not ended), NotFound for a flow id no job has. ``flow``: the FlowRun :func:`jobkit.flow`
+    returned, or its id. ``target``, ``listen`` and ``poll`` as :func:`wait`."""
+    watch = FlowWatch(flow_id(flow), timeout, poll)
+    if _is_supabase(target):
+        def read_rpc() -> list[JobResult]:
+            return _states_from_rpc(target.schema(api_schema).rpc("flow_state", {"p_id": str(watch.flow)})
+                                    .execute().data)
+        return watch.sync(read_rpc, None, None)
+    with ExitStack() as stack:
+        session = _session(stack, target)
+        statements = Statements(schema)
+        register: Callable[[list[UUID]], None] | None = None
+        notes: Callable[[float], list[tuple[str, str]]] | None = None
+        if _owned(target) and listen is not False:
+            session.listen(done_channel(schema))
+            def register(ids: list[UUID]) -> None:
+                session.run(statements.wait_on(ids, _registration(timeout)))
+            notes = session.notifies
+        elif listen:
+            raise ConfigError("listen=True needs a database URL: wait LISTENs on a connection of its own",
+                              hint="pass the URL, or leave listen unset to poll your connection")
+        return watch.sync(lambda: session.run(statements.flow_state(watch.flow)), register, notes)
+
+
+async def wait_flow_async(target: Any, flow: FlowRun | UUID | str, *, timeout: float = 30.0,
+                          poll: float = 1.0, listen: bool | None = None, schema: str = "jobkit",
+                          api_schema: str = "jobkit_api") -> FlowResult:
+    """:func:`wait_flow` for asyncio; ``target`` as :func:`wait_async` (a worker Backend included:
+    MemoryBackend, so an InlineQueue's ``queue.backend``)."""
+    watch = FlowWatch(flow_id(flow), timeout, poll)
+    if hasattr(target, "flow_state") and hasattr(target, "claim"):  # a worker Backend
+        return await watch.aio(lambda: target.flow_state(watch.flow), None, None)
+    if _is_supabase(target):
+        async def read_rpc() -> list[JobResult]:
+            response = target.schema(api_schema).rpc("flow_state", {"p_id": str(watch.flow)}).execute()
+            return _states_from_rpc((await response if inspect.isawaitable(response) else response).data)
+        return await watch.aio(read_rpc, None, None)
+    statement = Statements(schema).flow_state(watch.flow)
+    if isinstance(target, psycopg.AsyncConnection):
+        own = AsyncSession(target)
+        return await watch.aio(lambda: own.run(statement), None, None)
+    if not isinstance(target, str):
+        raise ConfigError(f"cannot wait on a {type(target).__name__}",
+                          hint="pass a database URL, a psycopg AsyncConnection, a supabase-py client "
+                               "or a worker backend")
+    async with AsyncSession.connect(target) as session:
+        if listen is False:
+            return await watch.aio(lambda: session.run(statement), None, None)
+        await session.listen(done_channel(schema))
+
+        async def register(ids: list[UUID]) -> None:
+            await session.run(Statements(schema).wait_on(ids, _registration(timeout)))
+        return await watch.aio(lambda: session.run(statement), register, session.notifies)
 
 
 class _Watch:
@@ -154,7 +253,8 @@ class _Watch:
     def check(self, state: JobResult | None) -> JobResult | None:
         """The result when the job completed; raises when it finished otherwise or time is up."""
         if state is None:
-            raise NotFound(f"no job {self.job}", hint="check the id (and the schema)")
+            raise NotFound(f"no job {self.job}",
+                           hint="check the id (and the schema); wait on a flow's id with jobkit.wait_flow")
         if self.on_progress is not None and state.progress is not None and state.progress != self._seen:
             self._seen = state.progress
             self.on_progress(state.progress)
@@ -212,6 +312,18 @@ def _from_rpc(rows: Any) -> JobResult | None:
     from .worker.backends.supabase import state_from_rpc  # supabase-py only when it is used
 
     return state_from_rpc(rows)
+
+
+def _states_from_rpc(rows: Any) -> list[JobResult]:
+    from .worker.backends.supabase import states_from_rpc  # supabase-py only when it is used
+
+    return states_from_rpc(rows)
+
+
+def _no_progress(on_progress: ProgressCallback | None) -> None:
+    if on_progress is not None:
+        raise ConfigError("on_progress is for a wait on one job, not on a flow",
+                          hint="wait on the job whose progress you want: jobkit.wait(target, run[handle])")
 
 
 def _uuid(job_id: UUID | str) -> UUID:

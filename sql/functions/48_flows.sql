@@ -341,6 +341,27 @@ language sql stable set search_path = '' as $$
     order by p.created_at, p.id
 $$;
 
+-- What a producer waiting on a flow reads (jobkit.wait on a FlowRun, jobkit.wait_flow): the flow's
+-- jobs in the order it gave them (a replayed job after them), each with its status, attempts and end
+-- time; their results, last errors and progress only once every job of the flow ended (completed,
+-- failed, dead or cancelled), so a poll while it runs reads no result. No row: no job has that
+-- flow id (an unknown flow, or one whose jobs were pruned). Reads the flow's jobs by jobs_flow_idx.
+create or replace function {{ s }}.flow_state(p_flow uuid)
+returns table (id uuid, status text, result jsonb, last_error text, attempts int, progress jsonb,
+               completed_at timestamptz)
+language plpgsql stable set search_path = '' as $$
+begin
+    if exists (select 1 from {{ s }}.jobs j
+               where j.flow_id = p_flow and j.status not in ('completed', 'failed', 'dead', 'cancelled')) then
+        return query select j.id, j.status, null::jsonb, null::text, j.attempts, null::jsonb, j.completed_at
+                     from {{ s }}.jobs j where j.flow_id = p_flow order by j.created_at, j.id;
+        return;
+    end if;
+    return query select j.id, j.status, j.result, j.last_error, j.attempts, j.progress, j.completed_at
+                 from {{ s }}.jobs j where j.flow_id = p_flow order by j.created_at, j.id;
+end
+$$;
+
 -- Replay a job from one of its steps: a new pending job of the same type, payload and flow, whose
 -- stored steps are copies of the completed steps the original started before the first occurrence of
 -- p_step (so they return their stored results and do not run again); p_step and everything after

@@ -86,6 +86,10 @@ from {{ s }}.jobs where id operator(pg_catalog.=) %(id)s
 -- completion notification (0014). p_for: how long it waits, after which the row expires.
 select {{ s }}.wait_on(%(ids)s::pg_catalog.uuid[], %(for)s::interval)
 
+-- name: flow_state
+-- What a producer waiting on a flow reads: its jobs in order; results once every job ended.
+select * from {{ s }}.flow_state(%(id)s)
+
 -- name: progress
 -- ids and attempts as array literals, the progress objects as one JSON array (parallel).
 select * from {{ s }}.set_progress(%(ids)s::pg_catalog.uuid[], %(attempts)s::int[],

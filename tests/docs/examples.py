@@ -184,7 +184,7 @@ class Background:
         try:
             drainer = Drainer(registry, backend)
             while not self.stop.is_set():
-                for handler in registry:
+                for handler in list(registry):  # a later block of the page may register more
                     await drainer.drain(handler.type)
                 await asyncio.sleep(0.02)
         finally:

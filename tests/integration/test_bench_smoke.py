@@ -66,3 +66,18 @@ def test_dashboard_bench_runs_and_uses_indexes(db_url: str) -> None:
     assert dashboard.ok(found), [(c.query, c.label, m["seq"]) for c, m in found
                                  if {"jobs", "job_attempts"} & set(m["seq"]) and not c.may_scan]
     assert "| jobs | `dash_jobs_page` |" in dashboard.table(found, 20_000, "test")
+
+
+def test_user_steps_bench_measures_every_case(cluster: LocalCluster) -> None:
+    """bench/user_steps.py once: every case and shape measured (the per-row variant's trigger
+    swapped in); its databases are dropped afterwards."""
+    from bench import user_steps
+    from bench.cluster import BenchCluster
+
+    bench = BenchCluster.attach(cluster)
+    result = user_steps.measure(bench, 1)
+    assert set(result) == {(shape, case) for shape in user_steps.SHAPES for case in user_steps.CASES}
+    assert all(len(v) == 1 and v[0] > 0 for v in result.values())
+    with bench.admin() as admin:
+        for i in range(len(user_steps.CASES)):
+            admin.execute_with_identifiers("drop database if exists {n} with (force)", n=f"us_{i}")

@@ -505,3 +505,35 @@ def test_a_graph_releases_children_as_parents_end_under_each_policy(run: Run[Any
         assert await b.parents(flow[root]) == []
 
     run(body)
+
+
+def test_a_flow_waited_on_returns_every_jobs_result_once_all_ended(run: Run[Any]) -> None:
+    """jobkit.wait on a flow over a worker backend (wait_flow_async polls flow_state): statuses
+    only while a job is open, every job's result and error once all ended; no job: NotFound."""
+    from jobkit.exceptions import NotFound, WaitTimeout
+    from jobkit.flows import Flow
+    from jobkit.results import wait_flow_async
+
+    async def body(b: Backend) -> None:
+        graph = Flow("waited")
+        root = graph.add("w.root", {"n": 1})
+        kid = graph.add("w.kid", {"n": 2}, after=[root])
+        runs = graph.add("w.kid", {"n": 3}, after=[root], on_parent_failure="run")
+        flow = await b.create_flow(graph)
+        [claimed] = await b.claim("w.root", 10, "w", LEASE)
+        await b.fail([Failure(claimed.id, claimed.attempts, "boom", permanent=True)])
+        assert [(s.id, s.status.value, s.error) for s in await b.flow_state(flow.id)] == [
+            (flow[root], "failed", None), (flow[kid], "failed", None), (flow[runs], "pending", None)]
+        with pytest.raises(WaitTimeout, match="1 of 3 jobs not ended: 1 pending"):
+            await wait_async(b, flow, timeout=0)
+        [last] = await b.claim("w.kid", 10, "w", LEASE)
+        await b.complete([(last.id, last.attempts, json.dumps({"ran": True}))])
+        done = await wait_async(b, flow, timeout=5, poll=0.05)
+        assert [(j.id, j.status.value, j.result) for j in done.jobs] == [
+            (flow[root], "failed", None), (flow[kid], "failed", None), (flow[runs], "completed", {"ran": True})]
+        assert done[flow[root]].error == "boom" and done.counts == {"succeeded": 1, "failed": 2}
+        assert await b.flow_state(uuid.uuid4()) == []
+        with pytest.raises(NotFound, match="no flow"):
+            await wait_flow_async(b, uuid.uuid4(), timeout=1)
+
+    run(body)

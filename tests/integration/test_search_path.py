@@ -672,6 +672,7 @@ def _flows(manager: Lifecycle) -> None:
     assert session.scalar(f"select {s}.resume_flow(%s)", (run.id,)) == 2
     jobs = manager.claim("flowjob", 5, "w", timedelta(minutes=1))
     manager.fail([Failure(j.id, j.attempts, "x", permanent=True) for j in jobs])  # a failure carried down
+    assert [j.id for j in manager.flow_state(run.id)] == run.job_ids  # what jobkit.wait on a flow reads
     other = jobkit.gather(session, [NewJob("flowjob", {})], NewJob("flowjob", {}), schema=SCHEMA)
     manager.cancel(other.job_ids[0])
     session.execute(f"update {s}.jobs set status = 'completed' where id {eq} %s", (other.job_ids[1],))
@@ -865,6 +866,11 @@ def _user_api(pinned: Session) -> None:
     try:
         job = pinned.scalar("select jobkit_user.enqueue('mail', '{\"to\": \"a@example.org\"}')")
         assert pinned.scalar("select count(*) from jobkit_user.jobs") == 1
+        pinned.execute("reset role")  # a step of the user's job: its row shows it (sync_steps)
+        pinned.execute(f"insert into {ident(SCHEMA)}.job_steps (job_id, name, occurrence, attempt, status, "
+                       "started_at) values (%s, 'a', 1, 1, 'completed', pg_catalog.now())", (job,))
+        pinned.execute("set role authenticated")
+        assert pinned.scalar("select step from jobkit_user.jobs") == "a"
         assert pinned.scalar("select jobkit_user.cancel(%s)", (job,)) is True
     finally:
         pinned.execute("reset role")

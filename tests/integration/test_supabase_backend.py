@@ -275,3 +275,28 @@ def test_enqueue_wait_true_through_the_data_api(base_url: str, db_url: str, clie
     finally:
         worker.proc.kill()
         worker.proc.communicate(timeout=10)
+
+
+def test_wait_on_a_flow_with_a_sync_supabase_client(client: Client, db_url: str) -> None:
+    """jobkit.wait(client, run): flow_state over RPC, polled, until every job of the flow ended."""
+    import json
+
+    from jobkit import Flow, WaitTimeout, flow, wait, wait_flow
+    from jobkit.exceptions import NotFound
+    from jobkit.lifecycle import Lifecycle
+
+    graph = Flow("rpc")
+    first = graph.add("rpc.a", {"n": 1})
+    graph.add("rpc.b", {"n": 2}, after=[first])
+    ran = flow(client, graph, api_schema=API)
+    with pytest.raises(WaitTimeout, match="2 of 2 jobs not ended: 1 blocked, 1 pending"):
+        wait(client, ran, api_schema=API, timeout=0)
+    with Database(db_url).session() as session:
+        life = Lifecycle(session)
+        for job_type in ("rpc.a", "rpc.b"):
+            [c] = life.claim(job_type, 1, "w", timedelta(minutes=1))
+            life.complete([(c.id, c.attempts, json.dumps(c.payload))])
+    done = wait(client, ran, api_schema=API, timeout=30, poll=0.05)
+    assert [(j.id, j.result) for j in done.jobs] == [(ran.job_ids[0], {"n": 1}), (ran.job_ids[1], {"n": 2})]
+    with pytest.raises(NotFound, match="no flow"):
+        wait_flow(client, uuid.uuid4(), api_schema=API, timeout=1)

@@ -7,15 +7,15 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from jobkit.config import KeyTemplate, RateLimitConfig, Settings, TypeConfig, UserApiConfig
 from jobkit.connector import Database, Session
 from jobkit.exceptions import DatabaseError, PrerequisiteError
-from jobkit.jobs import Failure
-from jobkit.lifecycle import Lifecycle
+from jobkit.jobs import Failure, StepRecord
+from jobkit.lifecycle import Lifecycle, Statements
 from jobkit.schema.deploy import DeployOptions, deploy
 
 USER = "jobkit_user"
@@ -116,6 +116,68 @@ def test_status_result_and_error_reach_the_owner(s: Session) -> None:
     assert [r["id"] for r in visible(s, ALICE)] == [bad]
 
 
+def _step(s: Session, job: Any, attempt: int, name: str, started: datetime, error: str | None = None) -> None:
+    """What ctx.step writes when the step ends: its record, fenced by the attempt (save_steps)."""
+    held = s.run(Statements().save_steps([StepRecord(job, attempt, name, 1, None, error, 1, started)]))
+    assert held == {(job, attempt)}
+
+
+def test_the_owner_sees_the_current_step_and_progress_of_their_job(s: Session) -> None:
+    """A durable job's current step (the job_steps record written last: its name and status) and
+    its progress reach its owner's row, under the same RLS: the other user and anon see nothing."""
+    a, b = enqueue(s, ALICE), enqueue(s, BOB)
+    life = Lifecycle(s)
+    attempts = {c.id: c.attempts for c in life.claim("export", 10, "w", timedelta(minutes=1))}
+    t0 = datetime(2026, 12, 1, tzinfo=UTC)
+    _step(s, a, attempts[a], "charge", t0)
+    life.progress([(a, attempts[a], {"fraction": 0.5, "message": "charged"})])
+    [row] = [r for r in visible(s, ALICE) if r["id"] == a]
+    assert (row["step"], row["step_status"], row["step_started_at"]) == ("charge", "completed", t0)
+    assert row["step_finished_at"] is not None and row["progress"]["message"] == "charged"
+    # two records in one statement (a group commit): the one started last is the current step
+    s.run(Statements().save_steps([StepRecord(a, attempts[a], "email", 1, None, "smtp down", 1,
+                                              t0 + timedelta(seconds=2)),
+                                   StepRecord(a, attempts[a], "label", 1, '"ok"', None, 1, t0 + timedelta(seconds=1))]))
+    [row] = [r for r in visible(s, ALICE) if r["id"] == a]
+    assert (row["step"], row["step_status"]) == ("email", "failed")
+    assert "smtp" not in json.dumps(row, default=str)  # a step's error stays in jobkit's schema
+    _step(s, a, attempts[a], "email", t0 + timedelta(seconds=3))  # retried: completed now
+    [row] = [r for r in visible(s, ALICE) if r["id"] == a]
+    assert (row["step"], row["step_status"]) == ("email", "completed")
+    [bobs] = visible(s, BOB)
+    assert bobs["id"] == b and bobs["step"] is None and bobs["progress"] is None
+    as_role(s, "authenticated", BOB)
+    assert s.scalar(f"select count(*) from {USER}.jobs where id = %s or step is not null", (a,)) == 0
+    admin(s)
+    as_role(s, "anon")
+    with pytest.raises(PrerequisiteError):
+        s.scalar(f"select step from {USER}.jobs")
+    admin(s)
+    # a replay of Alice's job is hers, and shows the last step it copied
+    again = s.scalar("select jobkit.replay_job(%s, 'email')", (a,))
+    [row] = [r for r in visible(s, ALICE) if r["id"] == again]
+    assert (row["step"], row["step_status"], row["status"]) == ("label", "completed", "pending")
+
+
+def test_a_deploy_adds_the_step_columns_and_fills_them(url: str) -> None:
+    """A user API from before the step columns: the next deploy adds them and fills them from the
+    steps already recorded (written while no trigger kept them)."""
+    with Database(url).session() as s:
+        a = enqueue(s, ALICE)
+        [claimed] = Lifecycle(s).claim("export", 1, "w", timedelta(minutes=1))
+        s.execute("drop trigger job_steps_user_added on jobkit.job_steps")
+        s.execute("drop trigger job_steps_user_changed on jobkit.job_steps")
+        s.execute(f"alter table {USER}.jobs drop column step, drop column step_status, "
+                  "drop column step_started_at, drop column step_finished_at")
+        _step(s, a, claimed.attempts, "charge", datetime(2026, 12, 1, tzinfo=UTC))
+    settings = Settings(db_url=url, user_api=API)
+    report = deploy(Database(url), settings, DeployOptions(schedules=False), echo=lambda _m: None)
+    assert [line for line in report.settings_changed if "user_api" in line]
+    with Database(url).session() as s:
+        [row] = visible(s, ALICE)
+        assert (row["id"], row["step"], row["step_status"]) == (a, "charge", "completed")
+
+
 def test_refusals(s: Session) -> None:
     with pytest.raises(PrerequisiteError, match="not open to users"):
         enqueue(s, ALICE, "send_email")
@@ -143,6 +205,9 @@ def test_refusals(s: Session) -> None:
     "insert into jobkit.jobs (type, payload, owner) values ('export', '{}', '" + BOB + "')",
     "select * from jobkit.jobs",
     f"select {USER}.sync_job()",
+    f"select {USER}.sync_steps()",
+    "insert into jobkit.job_steps (job_id, name, occurrence, attempt, status, started_at) "
+    "select id, 'x', 1, 1, 'completed', now() from jobkit.jobs",
 ])
 def test_no_user_can_write_around_the_api(s: Session, statement: str) -> None:
     enqueue(s, ALICE)

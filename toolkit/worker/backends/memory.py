@@ -282,6 +282,16 @@ class MemoryBackend(WaitsInMemory):
         return [Parent(r.id, r.type, r.status, None if r.result is None else json.loads(r.result),
                        r.last_error, policy) for r, policy in found]
 
+    async def flow_state(self, flow_id: UUID) -> list[JobResult]:
+        rows = sorted((r for r in self.rows.values() if r.flow_id == flow_id),
+                      key=lambda r: r.created_at)  # stable: the flow's order
+        ended = all(r.status in ("completed", "failed", "dead", "cancelled") for r in rows)
+        return [JobResult.from_row({
+            "id": r.id, "status": r.status, "attempts": r.attempts, "completed_at": _dt(r.completed_at),
+            **({"last_error": r.last_error, "progress": r.progress,
+                "result": None if r.result is None else json.loads(r.result)} if ended else {})})
+            for r in rows]
+
     async def take_tokens(self, key: str, want: int) -> int:
         return self._take(key, max(want, 0), self.clock())
 

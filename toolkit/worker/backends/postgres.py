@@ -73,6 +73,7 @@ class PostgresBackend:
     wake_idle = step(Statements.wake_idle)
     parents = step(Statements.parents)
     create_flow = step(Statements.create_flow)
+    flow_state = step(Statements.flow_state)
 
     # Where an empty batch needs no round trip.
     async def enqueue_many(self, jobs: Sequence[NewJob],

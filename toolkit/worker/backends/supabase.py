@@ -190,6 +190,9 @@ class SupabaseBackend:
         return [Parent(UUID(r["id"]), r["type"], r["status"], r["result"], r["error"], r["on_parent_failure"])
                 for r in rows or []]
 
+    async def flow_state(self, flow_id: UUID) -> list[JobResult]:
+        return states_from_rpc(await self._rpc("flow_state", {"p_id": str(flow_id)}))
+
     async def take_tokens(self, key: str, want: int) -> int:
         return int(await self._rpc("take_tokens", {"p_key": key, "p_want": want}) or 0)
 
@@ -305,6 +308,11 @@ def state_from_rpc(rows: Any) -> JobResult | None:
     row = dict(rows[0])
     row["completed_at"] = datetime.fromisoformat(row["completed_at"]) if row.get("completed_at") else None
     return JobResult.from_row(row)
+
+
+def states_from_rpc(rows: Any) -> list[JobResult]:
+    """api.flow_state's answer: one JobResult a row."""
+    return [state for row in rows or [] if (state := state_from_rpc([row])) is not None]
 
 
 _TIMES = ("scheduled_for", "started_at", "completed_at", "created_at", "lease_expires_at", "updated_at")

@@ -1,4 +1,4 @@
--- jobkit-user-api: 3cf5ea5b030957d56ddb6ea264d3b1d8baa497e3e3992ee5efec53e41840193d
+-- jobkit-user-api: 24fb62c3938195363ebec27f981e8a1dd47c60bce1794d046b1004659e1a2ccf
 -- jobkit's per-user job API (optional: [user_api] in jobkit.toml), for the app's signed-in users
 -- (Supabase's `authenticated` role, through PostgREST / supabase-js). Add the schema to the project's
 -- "Exposed schemas". Applied by `jobkit deploy` after the migrations; re-running it is harmless.
@@ -9,10 +9,11 @@
 --                                   its concurrency key is made from the type's template and the
 --                                   owner only (never from the payload), the payload is
 --                                   size-limited and each user has a token bucket.
---   "jobkit_user".jobs                    their own jobs' status, progress, result and a one-line error:
---                                   a table kept by a trigger on jobkit's jobs, readable under RLS
---                                   (owner = the caller), so Realtime's postgres_changes can stream
---                                   it to the browser filtered the same way.
+--   "jobkit_user".jobs                    their own jobs' status, progress, result and a one-line error,
+--                                   and a durable job's current step (its name and status): a table
+--                                   kept by triggers on jobkit's jobs and job_steps, readable under
+--                                   RLS (owner = the caller), so Realtime's postgres_changes can
+--                                   stream it to the browser filtered the same way.
 --   "jobkit_user".cancel(id)              cancel their own pending job; false for anything else (another
 --                                   user's job, an unknown id, a running one), so it reveals nothing.
 -- anon gets nothing. jobkit's own schema stays closed to both.
@@ -39,6 +40,18 @@ create table if not exists "jobkit_user".jobs (
     created_at timestamptz not null,
     updated_at timestamptz not null
 );
+-- A durable job's current step (ctx.step, a sleep's or a wait's outcome): the job_steps record
+-- written last (by finished_at, then started_at), kept by the trigger on jobkit's job_steps below.
+-- Added here (not in the create above) for tables made before them: a first deploy after that
+-- fills them for the jobs already there (jobkit.user_api_steps).
+select pg_catalog.set_config('jobkit.user_api_steps', 'on', true)
+where not exists (select 1 from pg_catalog.pg_attribute a
+                  where a.attrelid OPERATOR(pg_catalog.=) '"jobkit_user".jobs'::pg_catalog.regclass
+                    and a.attname OPERATOR(pg_catalog.=) 'step'::pg_catalog.name and not a.attisdropped);
+alter table "jobkit_user".jobs add column if not exists step text;
+alter table "jobkit_user".jobs add column if not exists step_status text;  -- 'completed' or 'failed'
+alter table "jobkit_user".jobs add column if not exists step_started_at timestamptz;
+alter table "jobkit_user".jobs add column if not exists step_finished_at timestamptz;
 create index if not exists jobs_owner_idx on "jobkit_user".jobs (owner, created_at);
 alter table "jobkit_user".jobs enable row level security;
 alter table "jobkit_user".jobs replica identity full;  -- Realtime checks RLS on deletes' old rows too
@@ -165,6 +178,30 @@ begin
 end
 $$;
 
+-- Keep the owned jobs' current step: for each job a statement gave job_steps records (a step
+-- completed or failed, a wait's outcome), its latest record becomes the job's step unless a later
+-- one is there already. Once per statement (the transition table of its records), one primary-key
+-- probe of this table per job in it (a miss for jobs nobody owns; joins forced to nested loops so
+-- a cached plan never reads this whole table). Nothing for enqueue, claim or completion, and
+-- nothing at all without [user_api].
+create or replace function "jobkit_user".sync_steps() returns trigger
+language plpgsql volatile security definer set search_path = ''
+set enable_hashjoin = off set enable_mergejoin = off as $$
+begin
+    update "jobkit_user".jobs m
+    set step = n.name, step_status = n.status, step_started_at = n.started_at,
+        step_finished_at = n.finished_at, updated_at = pg_catalog.now()
+    from (select distinct on (c.job_id) c.job_id, c.name, c.status, c.started_at, c.finished_at
+          from changed c order by c.job_id, c.finished_at desc, c.started_at desc) n
+    where m.id = n.job_id
+      and (m.step_finished_at is null
+           or (n.finished_at, n.started_at) >= (m.step_finished_at, m.step_started_at))
+      and (m.step, m.step_status, m.step_started_at, m.step_finished_at)
+          is distinct from (n.name, n.status, n.started_at, n.finished_at);
+    return null;
+end
+$$;
+
 -- After 0011 (which dropped the triggers and the uuid owner column; or on a first deploy, with
 -- nothing to do) the triggers are missing, and _resync brings owners and this table up to date:
 -- once before the triggers are created, while jobkit's jobs table stays writable (only owned jobs'
@@ -180,17 +217,26 @@ language sql volatile set search_path = '' set enable_hashjoin = off set enable_
         select m.id, j.id is not null as present, j.status, j.progress,
                case when j.status = 'completed' then j.result end as result,
                case when j.status in ('failed', 'dead') then pg_catalog.left(pg_catalog.substring(
-                   pg_catalog.rtrim(coalesce(j.last_error, ''), E' \n'), E'[^\n]*$'), 300) end as error
+                   pg_catalog.rtrim(coalesce(j.last_error, ''), E' \n'), E'[^\n]*$'), 300) end as error,
+               t.name as step, t.status as step_status, t.started_at as step_started_at,
+               t.finished_at as step_finished_at
         from "jobkit_user".jobs m left join "jobkit".jobs j on j.id = m.id
+        left join lateral (
+            select t.name, t.status, t.started_at, t.finished_at from "jobkit".job_steps t
+            where t.job_id = m.id order by t.finished_at desc, t.started_at desc limit 1
+        ) t on true
     ), gone as (
         delete from "jobkit_user".jobs m using job where job.id = m.id and not job.present
     )
     update "jobkit_user".jobs m
     set status = job.status, progress = job.progress, result = job.result, error = job.error,
-        updated_at = pg_catalog.now()
+        step = job.step, step_status = job.step_status, step_started_at = job.step_started_at,
+        step_finished_at = job.step_finished_at, updated_at = pg_catalog.now()
     from job
     where job.id = m.id and job.present
-      and (m.status, m.progress, m.result, m.error) is distinct from (job.status, job.progress, job.result, job.error);
+      and (m.status, m.progress, m.result, m.error, m.step, m.step_status, m.step_started_at, m.step_finished_at)
+          is distinct from (job.status, job.progress, job.result, job.error, job.step, job.step_status,
+                            job.step_started_at, job.step_finished_at);
 $$;
 
 select pg_catalog.set_config('jobkit.user_api_resync', 'on', true)
@@ -206,8 +252,17 @@ create trigger jobs_user_sync after insert or update of status, progress, result
 drop trigger if exists jobs_user_forget on "jobkit".jobs;
 create trigger jobs_user_forget after delete on "jobkit".jobs
     for each row when (old.owner is not null) execute function "jobkit_user".sync_job();
+-- (a transition table takes one event per trigger: one for the records inserted, one for those
+-- an ON CONFLICT replaced)
+drop trigger if exists job_steps_user_added on "jobkit".job_steps;
+create trigger job_steps_user_added after insert on "jobkit".job_steps
+    referencing new table as changed for each statement execute function "jobkit_user".sync_steps();
+drop trigger if exists job_steps_user_changed on "jobkit".job_steps;
+create trigger job_steps_user_changed after update on "jobkit".job_steps
+    referencing new table as changed for each statement execute function "jobkit_user".sync_steps();
 select "jobkit_user"._resync(false)
-where pg_catalog.current_setting('jobkit.user_api_resync', true) OPERATOR(pg_catalog.=) 'on';
+where pg_catalog.current_setting('jobkit.user_api_resync', true) OPERATOR(pg_catalog.=) 'on'
+   or pg_catalog.current_setting('jobkit.user_api_steps', true) OPERATOR(pg_catalog.=) 'on';
 
 revoke all on all tables in schema "jobkit_user" from public;
 revoke all on all functions in schema "jobkit_user" from public;

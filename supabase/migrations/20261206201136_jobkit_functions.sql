@@ -1,4 +1,4 @@
--- jobkit-functions: f40af12898386729486722a2786a5449084831bad25c007cfeae1f3efc60e77e
+-- jobkit-functions: 6bbd2f479cbfc2db6aaa826fc07ae3099177848e39d17e65a55f9ad137630cc5
 -- sql/functions/ as one Supabase CLI migration (`jobkit render --supabase`). `jobkit deploy` applies
 -- those files statement by statement; a migration file is a plain script, so this one replaces what
 -- a database already has wholesale: the EXECUTE grants other roles hold are kept, every function
@@ -1809,6 +1809,27 @@ language sql stable set search_path = '' as $$
     join "jobkit".jobs p on p.id = e.parent_id
     where e.child_id = p_id
     order by p.created_at, p.id
+$$;
+
+-- What a producer waiting on a flow reads (jobkit.wait on a FlowRun, jobkit.wait_flow): the flow's
+-- jobs in the order it gave them (a replayed job after them), each with its status, attempts and end
+-- time; their results, last errors and progress only once every job of the flow ended (completed,
+-- failed, dead or cancelled), so a poll while it runs reads no result. No row: no job has that
+-- flow id (an unknown flow, or one whose jobs were pruned). Reads the flow's jobs by jobs_flow_idx.
+create or replace function "jobkit".flow_state(p_flow uuid)
+returns table (id uuid, status text, result jsonb, last_error text, attempts int, progress jsonb,
+               completed_at timestamptz)
+language plpgsql stable set search_path = '' as $$
+begin
+    if exists (select 1 from "jobkit".jobs j
+               where j.flow_id = p_flow and j.status not in ('completed', 'failed', 'dead', 'cancelled')) then
+        return query select j.id, j.status, null::jsonb, null::text, j.attempts, null::jsonb, j.completed_at
+                     from "jobkit".jobs j where j.flow_id = p_flow order by j.created_at, j.id;
+        return;
+    end if;
+    return query select j.id, j.status, j.result, j.last_error, j.attempts, j.progress, j.completed_at
+                 from "jobkit".jobs j where j.flow_id = p_flow order by j.created_at, j.id;
+end
 $$;
 
 -- Replay a job from one of its steps: a new pending job of the same type, payload and flow, whose

@@ -141,7 +141,8 @@ async def waiter(payload: Any, ctx: Any) -> Any:
 @jobs.handler("fault.parent", timeout=30, lease=5, backoff=QUICK)
 def parent(payload: Any, ctx: Any) -> Any:
     """Starts its children (payload["children"]: {"type", "payload", "delay"} each) in a durable
-    step, then waits for them holding no worker (ctx.wait_for_jobs); returns {child id: status}.
+    step, takes payload["pause"] seconds, then waits for them holding no worker
+    (ctx.wait_for_jobs); returns {child id: status}.
     A side effect per run, as fault.sleeper; each child's payload names its parent."""
     side_effect(ctx)
 
@@ -152,7 +153,9 @@ def parent(payload: Any, ctx: Any) -> Any:
                 for n, c in enumerate(payload["children"])]
         return [str(i) for i in jobkit.enqueue_many(os.environ["E2E_DB_URL"], made)]
 
-    states = ctx.wait_for_jobs(ctx.step("spawn", spawn))
+    children = ctx.step("spawn", spawn)
+    time.sleep(float(payload.get("pause", 0)))  # the children may finish meanwhile
+    states = ctx.wait_for_jobs(children)
     return {str(child): status for child, status in states.items()}  # keyed by UUIDs
 
 

@@ -221,6 +221,8 @@ $$;
 -- name and key. Kept for the event's retention (default 7 days). Callable from triggers, RPC and
 -- pg_cron. Emit from a READ COMMITTED transaction: in REPEATABLE READ or SERIALIZABLE, the wait that
 -- registered after this transaction's snapshot is found by sweep_waits instead (within a minute).
+-- Its time is the emit's own (clock_timestamp), not its transaction's start: a job created while
+-- the emitting transaction was open counts it as emitted since it began.
 create or replace function {{ s }}.emit(p_name text, p_key text default null, p_data jsonb default null,
                                        p_id text default null)
 returns bigint
@@ -249,11 +251,11 @@ begin
         end if;
     end if;
     select c.types, c.retention into v_types, v_retention from {{ s }}.event_config c where c.name = p_name;
-    insert into {{ s }}.events (name, key, generation, data, dedupe, expires_at)
+    insert into {{ s }}.events (name, key, generation, data, dedupe, emitted_at, expires_at)
     values (p_name, v_key,
             coalesce((select pg_catalog.max(e.generation) from {{ s }}.events e
                       where e.name = p_name and e.key = v_key), 0) + 1,
-            p_data, p_id, pg_catalog.now() + coalesce(v_retention, interval '7 days'))
+            p_data, p_id, pg_catalog.clock_timestamp(), pg_catalog.now() + coalesce(v_retention, interval '7 days'))
     returning * into v_event;
     v_json := {{ s }}._event_json(v_event);
     select pg_catalog.array_agg(w.job_id) into v_ids from (

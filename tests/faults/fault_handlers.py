@@ -5,15 +5,17 @@ side_effects table before it does anything else, so a test can count how often e
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import jobkit
 import psycopg
 from jobkit.config import Backoff
+from jobkit.jobs import NewJob
 
 jobs = jobkit.Registry()
 QUICK = Backoff(base=timedelta(seconds=1), factor=1.0, cap=timedelta(seconds=1), jitter=0.0)
@@ -116,13 +118,53 @@ def durable(payload: Any, ctx: Any) -> Any:
 
 @jobs.handler("fault.sleeper", timeout=30, lease=5, backoff=QUICK)
 async def sleeper(payload: Any, ctx: Any) -> Any:
-    """Sleeps payload["for"] seconds holding no worker (issue 25), then completes."""
-    await ctx.sleep(float(payload.get("for", 3)))
+    """Sleeps payload["for"] seconds, or until payload["until"] (a Unix time), holding no worker
+    (issue 25), then completes. Records a side effect per run: a job that slept once ran twice
+    (before its sleep, and replayed after it)."""
+    await asyncio.to_thread(side_effect, ctx)
+    if "until" in payload:
+        await ctx.sleep_until(datetime.fromtimestamp(float(payload["until"]), UTC))
+    else:
+        await ctx.sleep(float(payload.get("for", 3)))
     return "slept"
 
 
 @jobs.handler("fault.waiter", timeout=30, lease=5, backoff=QUICK)
 async def waiter(payload: Any, ctx: Any) -> Any:
-    """Waits for the event fault.go with its key (issue 25); returns the event's data."""
+    """Waits for the event fault.go with its key (issue 25); returns the event's data. A side
+    effect per run, as fault.sleeper."""
+    await asyncio.to_thread(side_effect, ctx)
     got = await ctx.wait_for_event("fault.go", key=payload["key"], timeout="10m")
     return None if got is None else got.data
+
+
+@jobs.handler("fault.parent", timeout=30, lease=5, backoff=QUICK)
+def parent(payload: Any, ctx: Any) -> Any:
+    """Starts its children (payload["children"]: {"type", "payload", "delay"} each) in a durable
+    step, takes payload["pause"] seconds, then waits for them holding no worker
+    (ctx.wait_for_jobs); returns {child id: status}.
+    A side effect per run, as fault.sleeper; each child's payload names its parent."""
+    side_effect(ctx)
+
+    def spawn() -> list[str]:
+        made = [NewJob(c["type"], {**c.get("payload", {}), "parent": str(ctx.id)},
+                       delay=timedelta(seconds=c["delay"]) if c.get("delay") else None,
+                       idempotency_key=f"{ctx.id}:{n}")
+                for n, c in enumerate(payload["children"])]
+        return [str(i) for i in jobkit.enqueue_many(os.environ["E2E_DB_URL"], made)]
+
+    children = ctx.step("spawn", spawn)
+    time.sleep(float(payload.get("pause", 0)))  # the children may finish meanwhile
+    states = ctx.wait_for_jobs(children)
+    return {str(child): status for child, status in states.items()}  # keyed by UUIDs
+
+
+@jobs.handler("fault.child", timeout=30, lease=5, backoff=QUICK)
+def child(payload: Any, ctx: Any) -> Any:
+    """A child of fault.parent: takes payload["seconds"], then completes, or fails for good
+    (jobkit.Permanent: no retry) when payload["fail"]."""
+    side_effect(ctx)
+    time.sleep(float(payload.get("seconds", 0)))
+    if payload.get("fail"):
+        raise jobkit.Permanent("this child was told to fail")
+    return "done"

@@ -50,12 +50,12 @@ def prepare(url: str, **settings: Any) -> Settings:
 
 
 class Ticker:
-    """Runs the built-in schedules' work (sweep-stuck, wake) every ``period`` seconds, as pg_cron
-    does every minute: Debian's pg_cron 1.4 has no seconds schedules, and a fault case must not
-    wait a minute per tick. Survives a server restart."""
+    """Runs the built-in schedules' work (sweep-stuck, wake; either can be left out) every
+    ``period`` seconds, as pg_cron does every minute: Debian's pg_cron 1.4 has no seconds
+    schedules, and a fault case must not wait a minute per tick. Survives a server restart."""
 
-    def __init__(self, url: str, period: float = 1.0, *, wake: bool = True) -> None:
-        self.url, self.period, self.wake = url, period, wake
+    def __init__(self, url: str, period: float = 1.0, *, wake: bool = True, sweep: bool = True) -> None:
+        self.url, self.period, self.wake, self.sweep = url, period, wake, sweep
         self.ticks = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cron ticker", daemon=True)
@@ -72,7 +72,8 @@ class Ticker:
         while not self._stop.wait(self.period):
             try:
                 with psycopg.connect(self.url, autocommit=True, connect_timeout=2) as conn:
-                    conn.execute("select count(*) from jobkit.sweep_stuck()")
+                    if self.sweep:
+                        conn.execute("select count(*) from jobkit.sweep_stuck()")
                     if self.wake:
                         conn.execute("select jobkit.wake_all()")
                 self.ticks += 1

@@ -61,3 +61,18 @@ def test_emits_and_waits_in_any_order_resume_every_wait_exactly_once(db_url: str
     assert len(again) == PAIRS + LONELY
     assert session.scalar("select count(*) from jobkit.job_waits") == 0
     assert session.scalar("select count(*) from jobkit.job_steps where kind = 'wait' and result is null") == LONELY
+
+
+def test_an_emit_from_a_transaction_older_than_the_job_reaches_its_later_wait(db_url: str, session: Session) -> None:
+    """The emitting transaction began before the job was enqueued, and the job registers its wait
+    after the emit committed: the wait still sees the event (latch), since the event's time is the
+    emit's own, not its transaction's start."""
+    life = Lifecycle(session)
+    with psycopg.connect(db_url) as older:  # READ COMMITTED, as emit asks
+        older.execute("select 1")  # its transaction has begun
+        life.enqueue(NewJob("race", {}))
+        older.execute("select jobkit.emit('race', 'old', '1')")
+        older.commit()
+    [job] = life.claim("race", 1, "w", timedelta(minutes=5))
+    assert session.scalar(SUSPEND, (job.id, job.attempts, "old", timedelta(minutes=5))) == "pending"
+    assert session.scalar("select result ->> 'data' from jobkit.job_steps where job_id = %s", (job.id,)) == "1"

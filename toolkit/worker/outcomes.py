@@ -6,6 +6,7 @@ import json
 import traceback
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 from ..jobs import Claimed, Failure
 from ..retries import Permanent, Retry
@@ -50,12 +51,32 @@ def encode_result(value: Any) -> str | None:
         return None
     try:
         text = _encode(value)
-    except (TypeError, ValueError) as exc:
+    except TypeError:
+        text = _encode_uuid_keys(value)
+    except ValueError as exc:
         raise Permanent(f"the handler's result is not JSON-serializable: {exc}") from None
     if len(text) > MAX_RESULT_BYTES:
         raise Permanent(f"the handler's result is {len(text) / 2**20:.0f} MB of JSON; "
                         f"PostgreSQL stores at most {MAX_RESULT_BYTES // 2**20} MB")
     return text
+
+
+def _encode_uuid_keys(value: Any) -> str:
+    """The slow path, taken only when the fast encoder refused: dict keys that are UUIDs (as
+    ``ctx.wait_for_jobs`` returns, {job id: status}) become their text; anything else still
+    unencodable is Permanent."""
+    try:
+        return _encode(_str_keys(value))
+    except (TypeError, ValueError) as exc:
+        raise Permanent(f"the handler's result is not JSON-serializable: {exc}") from None
+
+
+def _str_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k) if isinstance(k, UUID) else k: _str_keys(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_str_keys(v) for v in value]
+    return value
 
 
 def failure(job: Claimed, handler: Handler | None, error: BaseException) -> Failure:

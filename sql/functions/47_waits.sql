@@ -221,54 +221,116 @@ $$;
 -- name and key. Kept for the event's retention (default 7 days). Callable from triggers, RPC and
 -- pg_cron. Emit from a READ COMMITTED transaction: in REPEATABLE READ or SERIALIZABLE, the wait that
 -- registered after this transaction's snapshot is found by sweep_waits instead (within a minute).
+-- One event of _emit_many, which does the work.
 create or replace function {{ s }}.emit(p_name text, p_key text default null, p_data jsonb default null,
                                        p_id text default null)
 returns bigint
 language plpgsql volatile set search_path = '' as $$
+begin
+    return ({{ s }}._emit_many(p_name, array[p_key], array[p_data], array[p_id]))[1];
+end
+$$;
+
+-- emit, set-based: events of one name, one per element of p_keys (p_data and p_ids parallel to it,
+-- or null), stored by one insert, the waits on any of them resolved by one pass (a job waiting on
+-- several of them gets the earliest), and the subscribers' jobs enqueued by one enqueue_many. The
+-- same key twice makes two generations, in input order; an id repeated in the call is one event.
+-- Returns the events' ids, parallel to p_keys. What a declared row trigger with emit calls, once per
+-- statement (sql/row_trigger.sql).
+create or replace function {{ s }}._emit_many(p_name text, p_keys text[], p_data jsonb[] default null,
+                                             p_ids text[] default null)
+returns bigint[]
+language plpgsql volatile set search_path = '' as $$
 declare
-    v_key text := coalesce(p_key, '');
-    v_token text;
-    v_event {{ s }}.events;
+    v_n int := coalesce(pg_catalog.cardinality(p_keys), 0);
+    v_tokens text[];
     v_types text[];
     v_retention interval;
-    v_ids uuid[];
-    v_json jsonb;
+    v_out bigint[];
+    v_new bigint[];  -- the stored events (not the retried ones): ids, tokens and jsons, parallel
+    v_new_tokens text[];
+    v_jsons jsonb[];
+    v_waits uuid[];
+    v_results jsonb[];
 begin
     if p_name is null or pg_catalog.char_length(p_name) not between 1 and 200
-       or pg_catalog.strpos(p_name, pg_catalog.chr(31)) > 0 or pg_catalog.char_length(v_key) > 1000 then
+       or pg_catalog.strpos(p_name, pg_catalog.chr(31)) > 0
+       or exists (select 1 from pg_catalog.unnest(p_keys) as k(k) where pg_catalog.char_length(k.k) > 1000) then
         raise exception 'jobkit.emit: an event needs a name of 1 to 200 characters (and a key of at most 1000)'
             using errcode = '22023', hint = 'call jobkit.emit(''order.shipped'', ''42'', ''{"carrier": "ups"}'')';
     end if;
-    v_token := {{ s }}._event_token(p_name, v_key);
-    perform {{ s }}._lock_events(array[v_token]);
-    if p_id is not null then
-        select e.* into v_event from {{ s }}.events e
-        where e.name = p_name and e.key = v_key and e.dedupe = p_id;
-        if found then
-            return v_event.id;
-        end if;
+    if (p_data is not null and pg_catalog.cardinality(p_data) <> v_n)
+       or (p_ids is not null and pg_catalog.cardinality(p_ids) <> v_n) then
+        raise exception 'jobkit._emit_many: p_data and p_ids must be null or as long as p_keys' using errcode = '22023';
     end if;
+    if v_n = 0 then
+        return '{}';
+    end if;
+    v_tokens := array(select {{ s }}._event_token(p_name, coalesce(k.k, '')) from pg_catalog.unnest(p_keys) as k(k));
+    perform {{ s }}._lock_events(v_tokens);
     select c.types, c.retention into v_types, v_retention from {{ s }}.event_config c where c.name = p_name;
-    insert into {{ s }}.events (name, key, generation, data, dedupe, expires_at)
-    values (p_name, v_key,
-            coalesce((select pg_catalog.max(e.generation) from {{ s }}.events e
-                      where e.name = p_name and e.key = v_key), 0) + 1,
-            p_data, p_id, pg_catalog.now() + coalesce(v_retention, interval '7 days'))
-    returning * into v_event;
-    v_json := {{ s }}._event_json(v_event);
-    select pg_catalog.array_agg(w.job_id) into v_ids from (
-        select x.job_id from {{ s }}.job_waits x
-        where x.events @> array[v_token] order by x.job_id for update
-    ) w;
-    if v_ids is not null then
-        perform {{ s }}._resolve_waits(v_ids, pg_catalog.array_fill(v_json, array[pg_catalog.cardinality(v_ids)]));
+    with input as materialized (
+        select u.ord, coalesce(u.k, '') as key, p_data[u.ord] as data, p_ids[u.ord] as dedupe
+        from pg_catalog.unnest(p_keys) with ordinality as u(k, ord)
+    ), known as (  -- retried: an event of this name, key and id is stored already
+        select i.ord, e.id from input i
+        join {{ s }}.events e on e.name = p_name and e.key = i.key and e.dedupe = i.dedupe
+        where i.dedupe is not null
+    ), fresh as (  -- the rest, the first of each (key, id) repeated in the call
+        select i.ord, i.key, i.data, i.dedupe,
+               coalesce((select pg_catalog.max(e.generation) from {{ s }}.events e
+                         where e.name = p_name and e.key = i.key), 0)
+               + pg_catalog.row_number() over (partition by i.key order by i.ord) as generation
+        from input i
+        where not exists (select 1 from known k where k.ord = i.ord)
+          and (i.dedupe is null or not exists (select 1 from input j where j.key = i.key
+                                               and j.dedupe = i.dedupe and j.ord < i.ord))
+    ), inserted as (
+        insert into {{ s }}.events (name, key, generation, data, dedupe, expires_at)
+        select p_name, f.key, f.generation, f.data, f.dedupe,
+               pg_catalog.now() + coalesce(v_retention, interval '7 days')
+        from fresh f order by f.ord
+        returning *
+    ), mapped as (
+        select i.ord, coalesce(k.id, x.id, y.id) as id
+        from input i
+        left join known k on k.ord = i.ord
+        left join fresh f on f.ord = i.ord
+        left join inserted x on x.key = f.key and x.generation = f.generation
+        left join inserted y on f.ord is null and k.ord is null and y.key = i.key and y.dedupe = i.dedupe
+    )
+    select (select pg_catalog.array_agg(m.id order by m.ord) from mapped m), n.ids, n.tokens, n.jsons
+    into v_out, v_new, v_new_tokens, v_jsons
+    from (select pg_catalog.array_agg(e.id order by e.id) as ids,
+                 pg_catalog.array_agg({{ s }}._event_token(e.name, e.key) order by e.id) as tokens,
+                 pg_catalog.array_agg({{ s }}._event_json(e) order by e.id) as jsons
+          from inserted e) n;
+    if v_new is null then
+        return v_out;
+    end if;
+    select pg_catalog.array_agg(r.job_id), pg_catalog.array_agg(r.json) into v_waits, v_results from (
+        select distinct on (w.job_id) w.job_id, n.json
+        from (select x.job_id, x.events from {{ s }}.job_waits x
+              where x.events operator(pg_catalog.&&) v_new_tokens order by x.job_id for update) w
+        join unnest(v_new, v_new_tokens, v_jsons) as n(id, token, json)  -- ROWS FROM: not qualifiable
+          on n.token operator(pg_catalog.=) any (w.events)
+        order by w.job_id, n.id
+    ) r;
+    if v_waits is not null then
+        perform {{ s }}._resolve_waits(v_waits, v_results);
     end if;
     if v_types is not null then
-        perform {{ s }}.enqueue(p_type => t.t, p_payload => v_json,
-                                p_idempotency_key => 'event:' operator(pg_catalog.||) v_event.id::text)
-        from pg_catalog.unnest(v_types) as t(t);
+        perform 1 from {{ s }}.enqueue_many(
+            array(select t.t from pg_catalog.unnest(v_new) with ordinality as n(id, i),
+                  pg_catalog.unnest(v_types) with ordinality as t(t, o) order by n.i, t.o),
+            array(select v_jsons[n.i] from pg_catalog.unnest(v_new) with ordinality as n(id, i),
+                  pg_catalog.unnest(v_types) with ordinality as t(t, o) order by n.i, t.o),
+            p_idempotency_key => array(
+                select 'event:' operator(pg_catalog.||) n.id::pg_catalog.text
+                from pg_catalog.unnest(v_new) with ordinality as n(id, i),
+                     pg_catalog.unnest(v_types) with ordinality as t(t, o) order by n.i, t.o));
     end if;
-    return v_event.id;
+    return v_out;
 end
 $$;
 

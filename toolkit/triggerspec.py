@@ -96,9 +96,9 @@ def _trigger(name: str, body: Any, jobkit_schema: str) -> TriggerConfig:
                           hint="use 1-40 lower-case letters, digits and _, starting with a letter")
     table = v.table(body, where)
     v.only(table, _KEYS, where)
-    for key in ("table", "on"):
-        if key not in table:
-            raise ConfigError(f"{where} needs {key}",
+    for required in ("table", "on"):
+        if required not in table:
+            raise ConfigError(f"{where} needs {required}",
                               hint='e.g. table = "public.orders", on = ["insert"], type = "send_receipt"')
     schema, relation = _table(table["table"], where)
     job_type, emit, key = _target(table, where)
@@ -149,8 +149,9 @@ def _on(value: Any, where: str) -> tuple[str, ...]:
 def _target(table: Mapping[str, Any], where: str) -> tuple[str | None, str | None, str | None]:
     """(type, emit, key): exactly one of type (a job) and emit (an event); key only with emit."""
     if ("type" in table) == ("emit" in table):
-        raise ConfigError(f"{where} needs {'either type or emit, not both' if 'type' in table else 'type or emit'}",
-                          hint='type = "send_receipt" makes a job per row; emit = "order.paid" an event per row')
+        which = "either type or emit, not both" if "type" in table else "type or emit"
+        raise ConfigError(f"{where} needs {which}",
+                          hint='type = "send_receipt" makes a job per row, emit = "order.paid" an event')
     if "type" in table:
         if "key" in table:
             raise ConfigError(f"{where} key names an emit trigger's event key",

@@ -13,7 +13,8 @@ from typing import Any
 import psycopg
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from jobkit.cli import cli
 from jobkit.config import Settings, parse_settings
 from jobkit.connector import Database, Session
@@ -116,7 +117,7 @@ def test_a_thousand_row_insert_is_a_thousand_events_from_one_set_based_emit(shop
     with psycopg.connect(shop) as conn:  # one transaction: its function-call counters
         conn.execute("set local track_functions = 'all'")
         conn.execute("insert into orders (id, email) select g, 'u' || g || '@x' from generate_series(1, 1000) g")
-        calls = dict(conn.execute("select funcname::text, calls from pg_stat_xact_user_functions "
+        calls: dict[str, int] = dict(conn.execute("select funcname::text, calls from pg_stat_xact_user_functions "
                                   "where schemaname = 'jobkit'").fetchall())
     assert calls.get("rowtrigger_placed_ins") == 1
     assert calls.get("_emit_many") == 1 and "emit" not in calls and "enqueue" not in calls

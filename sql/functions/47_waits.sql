@@ -13,8 +13,8 @@
 -- sweep_stuck runs (a lost wake-up, an emit whose snapshot could not see a wait).
 --
 -- Races: an emit and a wait registration on the same event take the same transaction-level
--- advisory lock (_lock_events), and each looks for the other after taking it: the later one sees the
--- earlier one committed. A wait for jobs share-locks them before it reads their states, and a
+-- advisory lock (_lock_events; a bulk emit takes one for its whole name), and each looks for the
+-- other after taking it: the later one sees the earlier one committed. A wait for jobs share-locks them before it reads their states, and a
 -- finishing job locks the waits on it before it reads the other awaited jobs' states: the last to
 -- lock sees every other committed. Lock order everywhere: event locks, job_waits rows, jobs rows.
 
@@ -28,13 +28,41 @@ begin
 end
 $$;
 
--- Serialise emits and wait registrations of the same events (sorted: no deadlock between them).
+-- Serialise emits and wait registrations of the same events, in two levels: each event name
+-- shared, then each name and key exclusively (each level in lock-key order: no deadlock between them). A call
+-- with more than 64 keys of one name (a row trigger's bulk emit) takes that name exclusively instead
+-- of a lock per key, which a statement of 10,000 rows would need 10,000 of (more than PostgreSQL's
+-- shared lock table holds by default: "out of shared memory").
 create or replace function {{ s }}._lock_events(p_tokens text[]) returns void
 language plpgsql volatile set search_path = '' as $$
+declare
+    v_whole text[] := '{}';  -- the names locked whole
 begin
-    perform pg_catalog.pg_advisory_xact_lock(
-        pg_catalog.hashtextextended({{ (schema ~ ".event:") | literal }} operator(pg_catalog.||) x.t, 0))
-    from (select distinct u.t from pg_catalog.unnest(p_tokens) as u(t) order by u.t) x;
+    if pg_catalog.cardinality(p_tokens) = 1 then  -- one event (an emit, most waits): no query
+        perform pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended(
+                    {{ (schema ~ ".event_name:") | literal }} operator(pg_catalog.||)
+                    pg_catalog.split_part(p_tokens[1], pg_catalog.chr(31), 1), 0)),
+                pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(
+                    {{ (schema ~ ".event:") | literal }} operator(pg_catalog.||) p_tokens[1], 0));
+        return;
+    end if;
+    if pg_catalog.cardinality(p_tokens) > 64 then
+        v_whole := array(select pg_catalog.split_part(u.t, pg_catalog.chr(31), 1)
+                         from pg_catalog.unnest(p_tokens) as u(t)
+                         group by 1 having pg_catalog.count(distinct u.t) > 64);
+    end if;
+    perform case when x.whole then pg_catalog.pg_advisory_xact_lock(x.k)
+                 else pg_catalog.pg_advisory_xact_lock_shared(x.k) end
+    from (select distinct pg_catalog.hashtextextended(
+                     {{ (schema ~ ".event_name:") | literal }} operator(pg_catalog.||) n.n, 0) as k,
+                 n.n operator(pg_catalog.=) any (v_whole) as whole
+          from pg_catalog.unnest(p_tokens) as u(t)
+          cross join lateral (select pg_catalog.split_part(u.t, pg_catalog.chr(31), 1) as n) n
+          order by 1) x;
+    perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended({{ (schema ~ ".event:") | literal }} operator(pg_catalog.||) x.t, 0))
+    from (select distinct u.t from pg_catalog.unnest(p_tokens) as u(t)
+          where pg_catalog.split_part(u.t, pg_catalog.chr(31), 1) operator(pg_catalog.<>) all (v_whole)
+          order by u.t) x;
 end
 $$;
 

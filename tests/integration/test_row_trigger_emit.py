@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -234,3 +236,39 @@ def test_list_doctor_check_and_a_change_from_type_to_emit(shop: str, session: Se
     session.execute("insert into orders (id) values (4)")
     assert session.scalar("select count(*) from jobkit.jobs where type = 'order_placed'") == 1
     assert session.scalar("select count(*) from jobkit.events where name = 'order.placed'") == 3
+
+
+def test_ten_thousand_rows_in_one_statement_take_one_lock_for_the_name(shop: str) -> None:
+    """A lock per key would be 10,000 advisory locks, past the default shared lock table."""
+    assert _scalar(shop, "select current_setting('max_locks_per_transaction')::int") <= 64
+    with psycopg.connect(shop) as conn:
+        conn.execute("insert into orders (id) select g from generate_series(1, 10000) g")
+        locks = conn.execute("select count(*) from pg_locks where locktype = 'advisory' "
+                             "and pid = pg_backend_pid()").fetchone()
+    assert locks == (1,)
+    assert _scalar(shop, "select count(*) from jobkit.events where name = 'order.placed'") == 10_000
+
+
+def test_a_wait_registered_during_a_bulk_emit_waits_for_it_and_sees_its_event(shop: str) -> None:
+    job = _scalar(shop, "select jobkit.enqueue('on.placed', '{}')")
+    claimed = _scalar(shop, "select attempts from jobkit.claim_jobs('on.placed', 1, 'w', '5 min')")
+    result: list[Any] = []
+    with psycopg.connect(shop) as emitter:
+        emitter.execute("insert into orders (id) select g from generate_series(1, 100) g")  # > 64 keys
+
+        def register() -> None:
+            result.append(_scalar(shop, "select jobkit.suspend_job(%s, %s, 'w', 1, 'event', "
+                                        "array['order.placed'], array['5'])", (job, claimed)))
+
+        thread = threading.Thread(target=register)
+        thread.start()
+        blocked = ("select count(*) from pg_locks where locktype = 'advisory' and not granted")
+        for _ in range(600):
+            if _scalar(shop, blocked) == 1 or not thread.is_alive():
+                break
+            time.sleep(0.05)
+        assert _scalar(shop, blocked) == 1 and not result  # it waits for the emitting transaction
+        emitter.commit()
+    thread.join(timeout=30)
+    assert result == ["pending"]  # then sees the event (latch): resumed at once
+    assert _scalar(shop, "select result->>'key' from jobkit.job_steps where job_id = %s", (job,)) == "5"

@@ -56,9 +56,10 @@ select * from (
 {%- elif emit -%}
 -- [triggers.{{ name }}], {{ op }} on {{ table_label }}: a statement-level AFTER trigger whose transition
 -- table(s) feed one call of _emit_many per statement (sql/functions/47_waits.sql), in the statement's
--- transaction: one event {{ emit }} per row, keyed by {% if key %}column {{ key }}{% else %}the primary key{% endif %} (text; a composite key: the
--- jsonb array of its columns, in key order, as text), its data the declared payload. The waits on
--- those events are resolved and the subscribers' jobs enqueued as for any emit. No HTTP call happens here.
+-- transaction: one event of the declared name per row, keyed by {% if key %}column {{ key }}{% else %}the primary key{% endif %} (text; a
+-- composite key: the jsonb array of its columns, in key order, as text), its data the declared
+-- payload. The waits on those events are resolved and the subscribers' jobs enqueued as for any
+-- emit. No HTTP call happens here.
 -- SECURITY DEFINER (it runs as jobkit's owner, whoever changes the row), search_path pinned empty:
 -- every name below is qualified, except in `when`, the declared condition over new/old.
 create or replace function {{ s }}.{{ fn | ident }}() returns trigger

@@ -168,6 +168,9 @@ def _event_name(value: Any, where: str) -> str:
     if not isinstance(value, str) or not 1 <= len(value) <= 200 or any(c in value for c in "\x00\x1f"):
         raise ConfigError(f"{where} emit must be an event name of 1 to 200 characters, got {value!r}",
                           hint='e.g. emit = "order.paid"')
+    if BODY_TAG in value or TOKEN in value:  # the name is a literal in the trigger function's body
+        raise ConfigError(f"{where} emit must not contain {BODY_TAG} or {TOKEN}",
+                          hint='name the event plainly, e.g. emit = "order.paid"')
     return value
 
 

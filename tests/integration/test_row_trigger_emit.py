@@ -199,6 +199,8 @@ def keyed(db_url: str) -> str:
     ({"emit": ""}, "emit must be an event name of 1 to 200 characters"),
     ({"emit": "x" * 201}, "emit must be an event name of 1 to 200 characters"),
     ({"emit": "a\x1fb"}, "emit must be an event name of 1 to 200 characters"),
+    ({"emit": "a$jobkit_trigger$; drop table orders; --"}, "emit must not contain $jobkit_trigger$"),
+    ({"emit": "/*jobkit:pk_key:new*/"}, "emit must not contain"),
 ])
 def test_config_errors_are_one_line_naming_the_fix(spec: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -272,3 +274,14 @@ def test_a_wait_registered_during_a_bulk_emit_waits_for_it_and_sees_its_event(sh
     thread.join(timeout=30)
     assert result == ["pending"]  # then sees the event (latch): resumed at once
     assert _scalar(shop, "select result->>'key' from jobkit.job_steps where job_id = %s", (job,)) == "5"
+
+
+def test_an_event_name_with_quotes_and_a_newline_is_emitted_verbatim(db_url: str) -> None:
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(TABLES)
+    name = "order's\nselect 1/0; -- paid"  # once in a comment of the rendered SQL: it ran
+    _deploy(db_url, odd={"table": "orders", "on": ["insert"], "emit": name, "payload": "pk"})
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("insert into orders (id) values (1)")
+    assert _scalar(db_url, "select name from jobkit.events") == name
+    assert _scalar(db_url, "select count(*) from orders") == 1

@@ -16,7 +16,11 @@ Operations, each as the Python client sends it (prepared once, executed N times)
 - single: ``enqueue(type, payload, priority)`` (the enqueue_plain query), one job a statement;
 - bulk: ``enqueue_json`` of 1,000 jobs with one type string (the enqueue_many query), per statement;
 - drain: ``claim_jobs(type, 100, ...)`` then ``complete_jobs`` of what it claimed, two statements
-  (two transactions) per 100 jobs, over a table filled beforehand."""
+  (two transactions) per 100 jobs, over a table filled beforehand;
+- emit: ``jobkit.emit(name, key, data)``, one event a statement, each with a key of its own (with
+  ``--setup`` inserting an ``event_config`` row, each emit also enqueues its subscribers' jobs);
+- emitbulk: ``jobkit._emit_many`` of 1,000 events with keys of their own per statement (what a row
+  trigger with ``emit`` calls for a 1,000-row statement), per event."""
 
 from __future__ import annotations
 
@@ -41,6 +45,10 @@ PREPARE = {
     "single": "prepare op(text, jsonb, int) as select jobkit.enqueue($1, $2, $3)",
     "bulk": ("prepare op(jsonb, int) as select count(*) from jobkit.enqueue_json("
              "$1, (select jsonb_agg(jsonb_build_object('n', g)) from generate_series(1, $2) g))"),
+    "emit": "prepare op(text) as select jobkit.emit('bench.event', $1, '{\"n\": 1}')",
+    "emitbulk": ("prepare op(text, int) as select cardinality(jobkit._emit_many('bench.event', "
+                 "array(select $1 || '.' || g from generate_series(1, $2) g), "
+                 "array(select jsonb_build_object('n', g) from generate_series(1, $2) g)))"),
     "drain": ("prepare claim(int) as select set_config('bench.claimed', coalesce((select jsonb_agg("
               "jsonb_build_array(c.id, c.attempts)) from jobkit.claim_jobs('" + JOB_TYPE + "', $1, 'w', "
               "'5 min') c), '[]')::text, false)"),
@@ -57,6 +65,12 @@ def script(op: str, count: int, setup: str = "") -> tuple[str, int]:
     if op == "single":
         lines += [f"execute op('{JOB_TYPE}', '{{\"n\": 1}}', 0)"] * count
         return "\n".join(lines) + "\n", count
+    if op == "emit":
+        lines += [f"execute op('k{i}')" for i in range(count)]
+        return "\n".join(lines) + "\n", count
+    if op == "emitbulk":
+        lines += [f"execute op('b{i}', {BULK})" for i in range(count)]
+        return "\n".join(lines) + "\n", count * BULK
     if op == "bulk":
         lines += [f"execute op('\"{JOB_TYPE}\"', {BULK})"] * count
         return "\n".join(lines) + "\n", count * BULK
@@ -189,7 +203,7 @@ def run(args: argparse.Namespace, sides: list[Side], outdir: Path) -> None:
     ops = args.ops.split(",")
     for side in sides:
         for op in ops:
-            n = args.n if op == "single" else max(args.n // 10, 2)
+            n = args.n if op in ("single", "emit") else max(args.n // 10, 2)
             dep = Deployed(side, fill=(WARM + n) * BATCH if op == "drain" else 0)
             try:
                 per, rows = measure(dep, op, n, args.top, outdir, args.setup)

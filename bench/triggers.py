@@ -2,13 +2,15 @@
 inserting transaction (issue 24).
 
 Its own PostgreSQL (fsync and synchronous_commit on, bench/cluster.py). One app table,
-``events (id bigint primary key, user_id int, email text, body text)``, in four fresh databases:
+``events (id bigint primary key, user_id int, email text, body text)``, in five fresh databases:
 
 - ``none``: no trigger;
 - ``jobkit``: a declared row trigger ([triggers.welcome], payload ["id", "email"]) deployed by
   jobkit: one statement-level insert into jobs per statement, wake-up by NOTIFY (pg_net absent);
 - ``jobkit-nowake``: the same with ``wake_on_insert = false`` for the job type: the trigger and its
   jobs insert alone, without the engine's per-transaction wake-up path (sql/functions/70_wake.sql);
+- ``jobkit-emit``: the same trigger with ``emit = "user.created"`` instead of a type (issue 25): one
+  ``_emit_many`` per statement, an event row per row, no subscribers;
 - ``webhook``: a Supabase Database Webhook: FOR EACH ROW, ``net.http_post`` with the row as body,
   on the pg_net stand-in (tests/standins/pg_net.sql; its worker is not running, so requests only
   queue up, as they do in the inserting transaction with the real pg_net).
@@ -53,7 +55,9 @@ create trigger events_webhook after insert on public.events
 """
 TRIGGER = {"welcome": {"table": "public.events", "on": ["insert"], "type": "send_welcome",
                        "payload": ["id", "email"]}}
-VARIANTS = ("none", "jobkit", "jobkit-nowake", "webhook")
+EMIT = {"welcome": {"table": "public.events", "on": ["insert"], "emit": "user.created",
+                    "payload": ["id", "email"]}}
+VARIANTS = ("none", "jobkit", "jobkit-nowake", "jobkit-emit", "webhook")
 ROW = "insert into events (id, user_id, email, body) values (%s, %s, %s, 'hello')"
 BULK = ("insert into events (id, user_id, email, body) select g, g, 'u' || g || '@example.com', 'hello' "
         "from generate_series(%s::bigint, %s::bigint) g")
@@ -64,7 +68,8 @@ def prepare(url: str, variant: str) -> None:
         conn.execute(TABLE)
     if variant.startswith("jobkit"):
         types = {"send_welcome": {"wake_on_insert": False}} if variant == "jobkit-nowake" else {}
-        deploy(Database(url), parse_settings({"db_url": url, "triggers": TRIGGER, "types": types}),
+        triggers = EMIT if variant == "jobkit-emit" else TRIGGER
+        deploy(Database(url), parse_settings({"db_url": url, "triggers": triggers, "types": types}),
                DeployOptions(schedules=False), echo=lambda _m: None)
     elif variant == "webhook":
         sys.path.insert(0, str(ROOT / "tests"))
@@ -96,9 +101,10 @@ def bulk(conn: Conn, start: int, statements: int) -> float:
 
 
 def check(url: str, variant: str, expected: int) -> None:
-    """The trigger did its work: one job (or one queued request) per row."""
+    """The trigger did its work: one job, event or queued request per row."""
     jobs = "select count(*) from jobkit.jobs"
-    query = {"jobkit": jobs, "jobkit-nowake": jobs, "webhook": "select count(*) from net.http_request_queue",
+    query = {"jobkit": jobs, "jobkit-nowake": jobs, "jobkit-emit": "select count(*) from jobkit.events",
+             "webhook": "select count(*) from net.http_request_queue",
              "none": "select count(*) from events"}[variant]
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(query).fetchone()

@@ -13,6 +13,9 @@ pg_catalog.jsonb_build_object({% for c in cols %}{{ c | literal }}, {{ rel }}.{{
 {%- macro pk_object(rel) -%}
 {%- if pk is none %}/*jobkit:pk_object:{{ rel }}*/{% else %}{{ object(rel, pk) }}{% endif -%}
 {%- endmacro -%}
+{%- macro pk_key(rel) -%}
+{%- if pk is none %}/*jobkit:pk_key:{{ rel }}*/{% elif pk | length == 1 %}{{ rel }}.{{ pk[0] | ident }}::pg_catalog.text{% else %}pg_catalog.jsonb_build_array({% for c in pk %}{{ rel }}.{{ c | ident }}{% if not loop.last %}, {% endif %}{% endfor %})::pg_catalog.text{% endif -%}
+{%- endmacro -%}
 {%- macro pk_join() -%}
 {%- if pk is none %}/*jobkit:pk_join*/{% else %}{% for c in pk %}new.{{ c | ident }} operator(pg_catalog.=) old.{{ c | ident }}{% if not loop.last %} and {% endif %}{% endfor %}{% endif -%}
 {%- endmacro -%}
@@ -24,11 +27,19 @@ pg_catalog.jsonb_build_object({% for c in cols %}{{ c | literal }}, {{ rel }}.{{
 {%- macro source(rel) -%}
 {%- if trial %}{{ shaped(rel) }}{% else %}jobkit_{{ rel }} as {{ rel }}{% endif -%}
 {%- endmacro -%}
+{%- macro payload_value() -%}
+{% if payload == "row" %}pg_catalog.to_jsonb({{ alias }}.*){% elif payload == "pk" %}{{ pk_object(alias) }}{% else %}{{ object(alias, payload) }}{% endif %}
+{%- endmacro -%}
 {%- macro select() -%}
+{%- if emit %}
+        select {% if key %}{{ alias }}.{{ key | ident }}::pg_catalog.text{% else %}{{ pk_key(alias) }}{% endif %} as key,
+               {{ payload_value() }} as payload
+{%- else %}
         select {{ type | literal }}::pg_catalog.text as type,
-               {% if payload == "row" %}pg_catalog.to_jsonb({{ alias }}.*){% elif payload == "pk" %}{{ pk_object(alias) }}{% else %}{{ object(alias, payload) }}{% endif %} as payload,
+               {{ payload_value() }} as payload,
                {{ pk_object(alias) }} as pk,
                {% if idempotency == "pk" %}{{ name | literal }} operator(pg_catalog.||) ':' operator(pg_catalog.||) {{ pk_object(alias) }}::pg_catalog.text{% else %}null::pg_catalog.text{% endif %} as idempotency_key
+{%- endif %}
         from {% if op == "update" %}{{ source("new") }}
         join {{ source("old") }} on {{ pk_join() }}{% else %}{{ source(alias) }}{% endif %}
         where ({{ when or "true" }}
@@ -42,6 +53,27 @@ create trigger {{ trigger | ident }} after {{ op }} on {{ table_schema | ident }
 select * from (
 {{ select() }}
 ) trial limit 0
+{%- elif emit -%}
+-- [triggers.{{ name }}], {{ op }} on {{ table_label }}: a statement-level AFTER trigger whose transition
+-- table(s) feed one call of _emit_many per statement (sql/functions/47_waits.sql), in the statement's
+-- transaction: one event of the declared name per row, keyed by {% if key %}column {{ key }}{% else %}the primary key{% endif %} (text; a
+-- composite key: the jsonb array of its columns, in key order, as text), its data the declared
+-- payload. The waits on those events are resolved and the subscribers' jobs enqueued as for any
+-- emit. No HTTP call happens here.
+-- SECURITY DEFINER (it runs as jobkit's owner, whoever changes the row), search_path pinned empty:
+-- every name below is qualified, except in `when`, the declared condition over new/old.
+create or replace function {{ s }}.{{ fn | ident }}() returns trigger
+language plpgsql volatile security definer set search_path = '' as {{ tag }}
+#variable_conflict use_column
+begin
+    perform {{ s }}._emit_many({{ emit | literal }}, pg_catalog.array_agg(r.key), pg_catalog.array_agg(r.payload))
+    from (
+{{ select() }}
+    ) r;
+    return null;
+end
+{{ tag }};
+revoke all on function {{ s }}.{{ fn | ident }}() from public
 {%- else -%}
 -- [triggers.{{ name }}], {{ op }} on {{ table_label }}: a statement-level AFTER trigger whose transition
 -- table(s) feed one insert into jobkit's jobs table per statement, in the statement's transaction. That

@@ -80,6 +80,14 @@ begin
                 d->>'name', pg_catalog.quote_literal(v_missing), d->>'label'
                 using hint = 'fix payload in jobkit.toml and render again';
         end if;
+        if d->>'key_column' is not null and not exists (
+               select 1 from pg_catalog.pg_attribute a
+               where a.attrelid = v_rel and a.attnum > 0 and not a.attisdropped
+                 and a.attname = (d->>'key_column')::name) then
+            raise exception '[triggers.%] key column % is not a column of %',
+                d->>'name', pg_catalog.quote_literal(d->>'key_column'), d->>'label'
+                using hint = 'fix key in jobkit.toml and render again';
+        end if;
         -- sql/row_trigger.sql's macros object(), shaped() and the update join, on the catalog's names
         v_fn := d->>'function_sql';
         v_trial := d->>'trial_sql';
@@ -92,6 +100,16 @@ begin
                        from pg_catalog.unnest(v_pk) with ordinality as k(c, ord));
             v_fn := pg_catalog.replace(v_fn, '/*jobkit:pk_object:' || v_alias || '*/', v_fill);
             v_trial := pg_catalog.replace(v_trial, '/*jobkit:pk_object:' || v_alias || '*/', v_fill);
+            -- pk_key(): an emit trigger's event key, the primary key as text (several columns: a jsonb array)
+            v_fill := (select case when pg_catalog.count(*) = 1
+                                   then pg_catalog.min(pg_catalog.concat(v_alias, '."', pg_catalog.replace(k.c, '"', '""'), '"'))
+                                        || '::pg_catalog.text'
+                                   else 'pg_catalog.jsonb_build_array(' || pg_catalog.string_agg(
+                                            pg_catalog.concat(v_alias, '."', pg_catalog.replace(k.c, '"', '""'), '"'),
+                                            ', ' order by k.ord) || ')::pg_catalog.text' end
+                       from pg_catalog.unnest(v_pk) with ordinality as k(c, ord));
+            v_fn := pg_catalog.replace(v_fn, '/*jobkit:pk_key:' || v_alias || '*/', v_fill);
+            v_trial := pg_catalog.replace(v_trial, '/*jobkit:pk_key:' || v_alias || '*/', v_fill);
             v_fill := (select '(select ' || pg_catalog.string_agg(
                                   pg_catalog.concat('null::', pg_catalog.format_type(a.atttypid, a.atttypmod), ' as "',
                                                     pg_catalog.replace(a.attname::text, '"', '""'), '"'),

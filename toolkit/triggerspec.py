@@ -9,6 +9,16 @@ toolkit/schema/triggers.py.
     type = "send_receipt"            # the job type
     payload = "row"                  # "row" (the whole row), "pk", or a list of columns
     idempotency = "pk"               # optional: one unfinished job per row and trigger
+
+or, instead of ``type``, an event (jobkit.emit) per row, its subscribers and waits served as any emit's:
+
+    [triggers.paid]
+    table = "public.orders"
+    on = ["update"]
+    when = "new.status = 'paid' and old.status is distinct from 'paid'"
+    emit = "order.paid"              # the event's name
+    key = "id"                       # optional: the event key's column (default: the primary key)
+    payload = "row"                  # the event's data
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
 BODY_TAG = "$jobkit_trigger$"
 #: How sql/row_trigger.sql marks what `jobkit render` leaves for the catalog (a condition may not contain it).
 TOKEN = "/*jobkit:"
-_KEYS = {"table", "on", "when", "type", "payload", "idempotency"}
+_KEYS = {"table", "on", "when", "type", "emit", "key", "payload", "idempotency"}
 
 
 @dataclass(frozen=True)
@@ -42,10 +52,12 @@ class TriggerConfig:
     schema: str  # the table's schema
     table: str
     on: tuple[str, ...]
-    type: str
-    payload: str | tuple[str, ...]  # "row", "pk" or columns
+    type: str | None  # the job type; None: an emit trigger
+    payload: str | tuple[str, ...]  # "row", "pk" or columns (an emit trigger's: the event's data)
     when: str | None = None
     idempotency: str | None = None  # "pk" or None
+    emit: str | None = None  # the event name (instead of type)
+    key: str | None = None  # an emit trigger's key column (None: the primary key)
 
     @property
     def qualified(self) -> str:
@@ -62,9 +74,13 @@ class TriggerConfig:
 
     def spec(self) -> dict[str, Any]:
         """What was declared, as stored in jobkit.row_triggers and shown by `jobkit triggers list`."""
-        return {"table": self.qualified, "on": list(self.on), "when": self.when, "type": self.type,
-                "payload": self.payload if isinstance(self.payload, str) else list(self.payload),
-                "idempotency": self.idempotency}
+        spec: dict[str, Any] = {
+            "table": self.qualified, "on": list(self.on), "when": self.when, "type": self.type,
+            "payload": self.payload if isinstance(self.payload, str) else list(self.payload),
+            "idempotency": self.idempotency}
+        if self.emit is not None:
+            spec.update(emit=self.emit, key=self.key)
+        return spec
 
 
 def parse_triggers(body: Any, jobkit_schema: str) -> dict[str, TriggerConfig]:
@@ -80,15 +96,21 @@ def _trigger(name: str, body: Any, jobkit_schema: str) -> TriggerConfig:
                           hint="use 1-40 lower-case letters, digits and _, starting with a letter")
     table = v.table(body, where)
     v.only(table, _KEYS, where)
-    for key in ("table", "on", "type"):
-        if key not in table:
-            raise ConfigError(f"{where} needs {key}",
+    for required in ("table", "on"):
+        if required not in table:
+            raise ConfigError(f"{where} needs {required}",
                               hint='e.g. table = "public.orders", on = ["insert"], type = "send_receipt"')
     schema, relation = _table(table["table"], where)
+    job_type, emit, key = _target(table, where)
     config = TriggerConfig(
         name=name, schema=schema, table=relation, on=_on(table["on"], where),
-        type=_job_type(table["type"], where), payload=_payload(table.get("payload", "row"), where),
-        when=_when(table.get("when"), where), idempotency=_idempotency(table.get("idempotency"), where))
+        type=job_type, payload=_payload(table.get("payload", "row"), where),
+        when=_when(table.get("when"), where), idempotency=_idempotency(table.get("idempotency"), where),
+        emit=emit, key=key)
+    if emit is not None and config.idempotency is not None:
+        raise ConfigError(f"{where} idempotency applies to job triggers, not to emit",
+                          hint="leave idempotency out: each subscriber of an event gets one job per event, "
+                          "and every row change is an event of its own")
     for op in config.on:
         derived = config.trigger_name(jobkit_schema, op)
         if len(derived.encode()) > MAX_NAME_BYTES:
@@ -122,6 +144,34 @@ def _on(value: Any, where: str) -> tuple[str, ...]:
     if len(set(lowered)) != len(lowered):
         raise ConfigError(f"{where} on lists an operation twice", hint="name each operation once")
     return tuple(o for o in OPERATIONS if o in lowered)
+
+
+def _target(table: Mapping[str, Any], where: str) -> tuple[str | None, str | None, str | None]:
+    """(type, emit, key): exactly one of type (a job) and emit (an event); key only with emit."""
+    if ("type" in table) == ("emit" in table):
+        which = "either type or emit, not both" if "type" in table else "type or emit"
+        raise ConfigError(f"{where} needs {which}",
+                          hint='type = "send_receipt" makes a job per row, emit = "order.paid" an event')
+    if "type" in table:
+        if "key" in table:
+            raise ConfigError(f"{where} key names an emit trigger's event key",
+                              hint='leave key out, or write emit = "<event>" instead of type')
+        return _job_type(table["type"], where), None, None
+    key = table.get("key")
+    if key is not None and not (isinstance(key, str) and _IDENT_RE.fullmatch(key)):
+        raise ConfigError(f"{where} key must be a column name, got {key!r}",
+                          hint='e.g. key = "customer_id", or leave key out for the primary key')
+    return None, _event_name(table["emit"], where), key
+
+
+def _event_name(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= 200 or any(c in value for c in "\x00\x1f"):
+        raise ConfigError(f"{where} emit must be an event name of 1 to 200 characters, got {value!r}",
+                          hint='e.g. emit = "order.paid"')
+    if BODY_TAG in value or TOKEN in value:  # the name is a literal in the trigger function's body
+        raise ConfigError(f"{where} emit must not contain {BODY_TAG} or {TOKEN}",
+                          hint='name the event plainly, e.g. emit = "order.paid"')
+    return value
 
 
 def _job_type(value: Any, where: str) -> str:

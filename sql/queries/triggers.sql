@@ -91,3 +91,11 @@ from {{ s }}.jobs j
 where j.created_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
   and j.source is not null
 group by 1
+
+-- name: row_trigger_events
+-- Events of these names (the emit triggers' events) emitted in the last hour, by name.
+select e.name, pg_catalog.count(*) as events
+from {{ s }}.events e
+where e.name operator(pg_catalog.=) any (%(names)s::pg_catalog.text[])
+  and e.emitted_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
+group by 1

@@ -201,3 +201,62 @@ def test_someone_elses_trigger_of_the_same_name_is_refused(tmp_path: Path, fresh
     done = _psql(fresh_db, _render(tmp_path, placed=PLACED))
     assert done.returncode != 0 and "jobkit does not manage it" in done.stderr
     assert _one(fresh_db, "select tgfoid::regproc::text from pg_trigger where tgname = 'jobkit_placed_ins'") == "mine"
+
+
+# Emit triggers (issue 25, item 3): an event per row instead of a job; the key is the primary key
+# (a composite one: the jsonb array of its values) or a declared column, filled in from the catalog.
+PAID = {"table": "orders", "on": ["update"], "emit": "order.paid", "payload": "row",
+        "when": "new.status = 'paid' and old.status is distinct from 'paid'"}
+BY_EMAIL = {"table": "orders", "on": ["insert"], "emit": "order.by_email", "key": "email", "payload": ["id"]}
+LINE_EVENTS = {"table": "public.LineItems", "on": ["insert", "delete"], "emit": "line.changed", "payload": "pk"}
+EMITS = {"paid": PAID, "by_email": BY_EMAIL, "lines": LINE_EVENTS}
+
+
+@pytest.mark.parametrize("how", ["render", "supabase"])
+def test_emit_triggers_from_the_rendered_files_are_the_ones_deploy_makes(
+    tmp_path: Path, fresh_db: str, other_fresh_db: str, how: str
+) -> None:
+    _tables(fresh_db)
+    _tables(other_fresh_db)
+    if how == "render":
+        done = _psql(fresh_db, _render(tmp_path, **EMITS))
+        assert done.returncode == 0, done.stderr
+    else:
+        settings = _settings(fresh_db, **EMITS)
+        for path in (write_migration(settings, tmp_path, now=WHEN), write_functions(settings, tmp_path, now=WHEN),
+                     write_triggers(settings, tmp_path, now=WHEN)):
+            assert path is not None
+            done = _psql(fresh_db, path, single=True)
+            assert done.returncode == 0, done.stderr
+    deploy(Database(other_fresh_db), _settings(other_fresh_db, **EMITS), DeployOptions(schedules=False),
+           echo=lambda _m: None)
+    made = ("select jsonb_object_agg(p.proname, md5(pg_get_functiondef(p.oid))) from pg_proc p "
+            "where p.proname like 'rowtrigger\\_%'")
+    recorded = "select jsonb_object_agg(name || ':' || op, checksum) from jobkit.row_triggers"
+    assert _one(fresh_db, made) == _one(other_fresh_db, made)
+    assert len(_one(fresh_db, made)) == 4
+    assert _one(fresh_db, recorded) == _one(other_fresh_db, recorded)
+    assert _check(fresh_db, **EMITS) == []
+    for url in (fresh_db, other_fresh_db):
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("insert into orders (id, email) values (1, 'a@x'), (2, 'b@x')")
+            conn.execute("update orders set status = 'paid' where id = 2")
+            conn.execute("insert into \"LineItems\" values (1, 1, 'a'), (1, 2, 'b')")
+            conn.execute("delete from \"LineItems\" where \"no\" = 2")
+    events = ("select jsonb_agg(jsonb_build_array(name, key, generation, data) order by id) from jobkit.events")
+    assert _one(fresh_db, events) == _one(other_fresh_db, events) == [
+        ["order.by_email", "a@x", 1, {"id": 1}], ["order.by_email", "b@x", 1, {"id": 2}],
+        ["order.paid", "2", 1, {"id": 2, "email": "b@x", "status": "paid"}],
+        ["line.changed", "[1, 1]", 1, {"order": 1, "no": 1}], ["line.changed", "[1, 2]", 1, {"order": 1, "no": 2}],
+        ["line.changed", "[1, 2]", 2, {"order": 1, "no": 2}]]
+    assert _one(fresh_db, "select count(*) from jobkit.jobs") == 0
+
+
+def test_a_rendered_emit_trigger_with_a_missing_key_column_is_refused(tmp_path: Path, fresh_db: str) -> None:
+    _tables(fresh_db)
+    done = _psql(fresh_db, _render(tmp_path, by_email={**BY_EMAIL, "key": "mail"}))
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if "ERROR:" in line]
+    assert len(errors) == 1 and "[triggers.by_email] key column 'mail' is not a column of public.orders" in errors[0]
+    assert "HINT:" in done.stderr
+    assert _one(fresh_db, "select count(*) from pg_namespace where nspname = 'jobkit'") == 0

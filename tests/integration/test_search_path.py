@@ -519,6 +519,18 @@ on = ["delete"]
 when = "old.status = 'paid'"
 type = "mail"
 payload = "pk"
+[triggers.shipped]
+table = "shop.orders"
+on = ["update", "delete"]
+emit = "order.shipped"
+key = "email"
+payload = "pk"
+
+[triggers.placed_event]
+table = "shop.orders"
+on = ["insert"]
+emit = "order.placed"
+payload = "row"
 """
 
 
@@ -534,6 +546,7 @@ def _row_triggers(config: Path, db_url: str) -> None:
         conn.execute("update shop.orders set status = 'paid'")
         conn.execute("delete from shop.orders where id operator(pg_catalog.=) 1")
     assert '"jobs_last_hour": 3' in _cli(config, "triggers", "list", "--json", "--db-url", db_url).output
+    assert '"events_last_hour": 4' in _cli(config, "triggers", "list", "--json", "--db-url", db_url).output
     config.write_text(CONFIG.format(extra=TRIGGERS.format(when="pg_catalog.upper(new.status) = 'PAID'")))
     _cli(config, "deploy", "--db-url", db_url)
     _cli(config, "deploy", "--check", "--db-url", db_url)

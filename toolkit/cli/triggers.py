@@ -23,6 +23,7 @@ def triggers() -> None:
       on = ["insert"]
       type = "send_welcome"
       payload = ["id", "email"]
+    (or emit = "user.created" instead of type: an event per row, keyed by the primary key)
     """
 
 
@@ -32,6 +33,9 @@ def triggers() -> None:
 @pass_state
 def list_(state: State, as_json: bool, db_url: str | None) -> None:
     """Each managed trigger: table, events, condition, job type, state and jobs made in the last hour.
+
+    An emit trigger shows its event (``event order.paid``) in place of the job type, and the events
+    of that name emitted in the last hour (by it or anyone else) in place of its jobs.
 
     \b
     Examples:
@@ -48,6 +52,5 @@ def list_(state: State, as_json: bool, db_url: str | None) -> None:
         return
     table = Table("name", "table", "events", "condition", "type", "state", "jobs (1h)")
     for r in rows:
-        table.add_row(r.name, r.table, ", ".join(r.events), r.condition or "-", r.type, r.state,
-                      str(r.jobs_last_hour))
+        table.add_row(r.name, r.table, ", ".join(r.events), r.condition or "-", r.target, r.state, r.made)
     console().print(table)

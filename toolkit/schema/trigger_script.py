@@ -27,6 +27,7 @@ def _entry(settings: Settings, config: TriggerConfig, op: str) -> dict[str, Any]
         "label": config.qualified, "trigger": config.trigger_name(settings.schema, op),
         "function": config.function_name(op), "spec": config.spec(),
         "columns": list(config.payload) if isinstance(config.payload, tuple) else [],
+        "key_column": config.key,
         "function_sql": render(settings, config, op, None, "function"),
         "trigger_sql": render(settings, config, op, None, "trigger"),
         "trial_sql": render(settings, config, op, None, "trial"),

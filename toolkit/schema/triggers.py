@@ -73,7 +73,7 @@ def render(settings: Settings, config: TriggerConfig, op: str, table: Table | No
         "name": config.name, "fn": config.function_name(op), "tag": BODY_TAG, "type": config.type,
         "table_label": config.qualified, "when": config.when,
         "source_constant": json.dumps({"op": op, "table": config.qualified, "trigger": config.name}),
-        "idempotency": config.idempotency,
+        "idempotency": config.idempotency, "emit": config.emit, "key": config.key,
         "payload": config.payload, "pk": list(table.pk) if table else None,
         "columns": sorted(table.columns.items()) if table else None,
     }
@@ -146,6 +146,9 @@ def _table(session: Session, settings: Settings, config: TriggerConfig) -> Table
     missing = [c for c in config.payload if c not in columns] if isinstance(config.payload, tuple) else []
     if missing:
         raise DeployError(f"{where} payload column {missing[0]!r} is not a column of {config.qualified}",
+                          hint=f"its columns: {', '.join(sorted(columns))}")
+    if config.key is not None and config.key not in columns:
+        raise DeployError(f"{where} key column {config.key!r} is not a column of {config.qualified}",
                           hint=f"its columns: {', '.join(sorted(columns))}")
     return Table(row["regclass"], row["owner"], bool(row["owned"]), columns, pk)
 

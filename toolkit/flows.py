@@ -117,10 +117,21 @@ def gather(target: Any, jobs: Sequence[NewJob], then: NewJob, *, name: str | Non
 
 
 def gather_graph(jobs: Sequence[NewJob], then: NewJob, name: str | None = None) -> Flow:
-    """The graph :func:`gather` inserts: the jobs, then the callback after all of them ("run" edges)."""
+    """The graph :func:`gather` inserts: the jobs, then the callback after all of them ("run" edges).
+    Built directly rather than by ``Flow.add`` (which checks each edge's handle, one by one): each
+    job is checked once, as ``enqueue_many`` checks it, and the edges are known to be well formed."""
+    from .enqueue import _delta, check_job
+
+    def flow_job(job: NewJob) -> NewJob:  # the job Flow.add would store (a flow's jobs take no keys)
+        if not isinstance(job, NewJob):
+            raise ConfigError(f"each job to gather must be a jobkit.NewJob, got {job!r}",
+                              hint="build each one with jobkit.NewJob(type, payload)")
+        return check_job(NewJob(job.type, {} if job.payload is None else job.payload, job.priority or 0,
+                                job.run_at, job.max_attempts, None, _delta(job.delay)))
+
     graph = Flow(name)
-    handles = [graph.add(j.type, j.payload, priority=j.priority or 0, run_at=j.run_at, delay=j.delay,
-                         max_attempts=j.max_attempts) for j in jobs]
-    graph.add(then.type, then.payload, after=handles, on_parent_failure="run", priority=then.priority or 0,
-              run_at=then.run_at, delay=then.delay, max_attempts=then.max_attempts)
+    graph.jobs = [flow_job(j) for j in jobs] + [flow_job(then)]
+    n = len(jobs)
+    graph.edges = [Edge(i, n, "run") for i in range(n)]
     return graph
+

@@ -60,10 +60,6 @@ begin
         raise exception 'jobkit.create_flow: each edge joins an earlier job (parent) to a later one (child), by 1-based position, with a policy fail, cancel or run'
             using errcode = '22023', hint = 'list a parent before its children (a graph in that order has no cycle)';
     end if;
-    if (select pg_catalog.count(distinct (e.p, e.c)) from unnest(p_parents, p_children) as e(p, c)) <> v_edges then
-        raise exception 'jobkit.create_flow: an edge is given twice'
-            using errcode = '22023', hint = 'give each parent -> child edge once';
-    end if;
     insert into {{ s }}.flows (id, name, owner) values (v_flow, p_name, p_owner);
     -- Ids are drawn first: edges refer to them by position, and they come back in input order.
     v_ids := array(select pg_catalog.gen_random_uuid() from pg_catalog.generate_series(1, v_n));
@@ -81,9 +77,16 @@ begin
     left join (select u.c, pg_catalog.count(*)::int as parents from unnest(p_children) as u(c) group by u.c) d
            on d.c = e.n
     left join {{ s }}.job_types t on t.type = x.type and t.fair;
-    insert into {{ s }}.job_edges (parent_id, child_id, on_parent_failure)
-    select v_ids[e.p], v_ids[e.c], coalesce(e.pol, 'fail')
-    from unnest(p_parents, p_children, p_policies) as e(p, c, pol);
+    -- An edge given twice is refused by job_edges' primary key (the ids are new, so no other
+    -- transaction's edge can collide): no pass over the edges to look for one beforehand.
+    begin
+        insert into {{ s }}.job_edges (parent_id, child_id, on_parent_failure)
+        select v_ids[e.p], v_ids[e.c], coalesce(e.pol, 'fail')
+        from unnest(p_parents, p_children, p_policies) as e(p, c, pol);
+    exception when unique_violation then
+        raise exception 'jobkit.create_flow: an edge is given twice'
+            using errcode = '22023', hint = 'give each parent -> child edge once';
+    end;
     return query select v_flow, v_ids;
 end
 $$;

@@ -87,7 +87,8 @@ def script(op: str, count: int, setup: str = "") -> tuple[str, int]:
 
 
 # STEPS running jobs with known ids (attempt 1), for the steps operation's literal arguments.
-RUNNING = ("insert into jobkit.jobs (id, type, payload, status, attempts, started_at, lease_expires_at, worker_id) "
+RUNNING = ("insert into jobkit.jobs (id, type, payload, status, attempts, started_at, lease_expires_at, "
+           "worker_id) "
            f"select ('00000000-0000-4000-8000-' || lpad(g::text, 12, '0'))::uuid, '{JOB_TYPE}', '{{}}', "
            f"'processing', 1, now(), now() + interval '1 hour', 'w' from generate_series(1, {STEPS}) g")
 

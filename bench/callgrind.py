@@ -19,8 +19,8 @@ Operations, each as the Python client sends it (prepared once, executed N times)
   (two transactions) per 100 jobs, over a table filled beforehand;
 - steps: ``save_steps`` of 16 durable steps' records (one step of each of 16 running jobs, a small
   JSON result each, as the worker's group commit sends them), per record;
-- gather: ``create_flow`` of a gather (1,000 jobs and a fan-in callback after all of them, "run"
-  edges, the types as a JSON array as ``jobkit.gather`` sends them), per job; compare with bulk."""
+- gather: ``create_flow`` of a gather as ``jobkit.gather`` sends it (1,000 jobs and a fan-in
+  callback after all of them, ``p_fan_in``, the types as a JSON array), per job; compare with bulk."""
 
 from __future__ import annotations
 
@@ -51,12 +51,11 @@ PREPARE = {
               "'5 min') c), '[]')::text, false)"),
     "steps": ("prepare op(uuid[], int[], text[], int[], jsonb, text[], int[], timestamptz[]) as "
               "select count(*) from jobkit.save_steps($1, $2, $3, $4, $5, $6, $7, $8, false)"),
-    # the arguments but the payloads (built as bulk's are) are constants of the prepared statement
+    # the types are a constant of the prepared statement; the payloads are built as bulk's are
     "gather": ("prepare op(int) as select count(*) from jobkit.create_flow(null, "
                "'[" + ",".join(['"bench.item"'] * BULK + ['"bench.done"']) + "]', "
                "(select jsonb_agg(jsonb_build_object('n', g)) from generate_series(1, $1 + 1) g), "
-               "'{" + ",".join(str(i) for i in range(1, BULK + 1)) + "}', "
-               "'{" + ",".join([str(BULK + 1)] * BULK) + "}', '{" + ",".join(["run"] * BULK) + "}')"),
+               "'{}', '{}', p_fan_in => true)"),
 }
 CLAIMED = "jsonb_array_elements(current_setting('bench.claimed')::jsonb) e"
 DONE = ("prepare done as select count(*) from jobkit.complete_jobs("

@@ -56,6 +56,7 @@ class Flow:
         self.name = name
         self.jobs: list[NewJob] = []
         self.edges: list[Edge] = []
+        self.fan_in = False  # a gather's graph: the last job is after all the others (gather_graph)
 
     def add(self, job_type: str, payload: Any = None, *, after: Iterable[FlowJob | tuple[FlowJob, str]] = (),
             on_parent_failure: str = "fail", priority: int = 0, run_at: datetime | None = None,
@@ -65,6 +66,9 @@ class Flow:
         does to it, ``"fail"``, ``"cancel"`` or ``"run"``."""
         from .enqueue import new_job  # the one place a job is checked
 
+        if self.fan_in:
+            raise ConfigError("a gather's graph takes no more jobs: its callback is after all of them",
+                              hint="build a jobkit.Flow with flow.add(...) for another shape")
         job = new_job(job_type, {} if payload is None else payload, priority=priority, run_at=run_at,
                       delay=delay, max_attempts=max_attempts)
         handle = FlowJob(id(self), len(self.jobs), job_type)
@@ -133,5 +137,6 @@ def gather_graph(jobs: Sequence[NewJob], then: NewJob, name: str | None = None) 
     graph.jobs = [flow_job(j) for j in jobs] + [flow_job(then)]
     n = len(jobs)
     graph.edges = [Edge(i, n, "run") for i in range(n)]
+    graph.fan_in = True  # the database stores a counter for these edges, not the edges (create_flow p_fan_in)
     return graph
 

@@ -419,7 +419,8 @@ create table {{ s }}.flows (
     name       text check (pg_catalog.char_length(name) between 1 and 200),
     created_at timestamptz not null default now(),
     paused_at  timestamptz,  -- pause_flow: its ready jobs stay blocked until resume_flow
-    owner      text
+    owner      text,
+    fan_in     uuid  -- a gather's callback: after every job of the flow created before it, no edge rows (0026)
 );
 
 create table {{ s }}.job_edges (

@@ -1,4 +1,6 @@
--- jobkit 0026: durable steps' records without CHECK constraints (issue 25, its cost per step). A
+-- jobkit 0026: cheaper durable steps and gathers (issue 25's benchmarks).
+--
+-- Durable steps' records without CHECK constraints (the cost per step). A
 -- CHECK's stored expression is read back from its text (stringToNode) and prepared again by every
 -- INSERT statement (0023): the four checks of job_steps cost each save_steps statement about as much
 -- as the index insert of its rows. Only the functions of sql/functions write job_steps
@@ -12,3 +14,10 @@ alter table {{ s }}.job_steps drop constraint if exists job_steps_name_check;
 alter table {{ s }}.job_steps drop constraint if exists job_steps_occurrence_check;
 alter table {{ s }}.job_steps drop constraint if exists job_steps_status_check;
 alter table {{ s }}.job_steps drop constraint if exists job_steps_tries_check;
+
+-- A gather's fan-in as a counter, not one job_edges row per gathered job: flows.fan_in names the
+-- flow's callback job (the last of create_flow(p_fan_in => true)), after every job of its flow created
+-- before it, each by a 'run' edge that is not stored. Its blocked_by counts them down as they end
+-- (48_flows.sql). A 10,000-job gather wrote 10,000 edge rows and 20,000 index entries for it.
+-- A new nullable column without a default: catalog-only.
+alter table {{ s }}.flows add column if not exists fan_in uuid;

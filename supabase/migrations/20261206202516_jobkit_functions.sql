@@ -1,4 +1,4 @@
--- jobkit-functions: 4294048fb829856ee08487d605d9010ce195b9e8efa2171060fa25ed20d1f457
+-- jobkit-functions: a06cf476ecf68b0c7662425cdddff3904699667991fe3435747be69873df17ec
 -- sql/functions/ as one Supabase CLI migration (`jobkit render --supabase`). `jobkit deploy` applies
 -- those files statement by statement; a migration file is a plain script, so this one replaces what
 -- a database already has wholesale: the EXECUTE grants other roles hold are kept, every function
@@ -959,6 +959,13 @@ language sql stable set search_path = '' as $$
     where t.job_id = any (p_ids) and t.status = 'completed'
 $$;
 
+-- Whether one of these step names is longer than 200 characters (save_steps' check, run only when
+-- the names together are longer than that).
+create or replace function "jobkit"._long_step_name(p_names text[]) returns boolean
+language sql immutable set search_path = '' as $$
+    select exists (select 1 from unnest(p_names) as n(name) where pg_catalog.char_length(n.name) > 200)
+$$;
+
 -- Record steps of running attempts, many in one statement (the worker's group commit): each is
 -- completed (its error null; p_results is a JSON array parallel to p_ids, null for all-null) or
 -- failed (its error kept for debugging; it runs again on the next attempt). Fenced: a record is
@@ -993,9 +1000,12 @@ begin
         raise exception 'jobkit.save_steps: every array must be as long as p_ids'
             using errcode = '22023', hint = 'pass one element per step record';
     end if;
-    if exists (select 1 from unnest(p_names, p_occurrences) as u(name, occurrence)
-               where u.name is null or pg_catalog.char_length(u.name) not between 1 and 200
-                  or u.occurrence is null or u.occurrence < 1) then
+    -- Simple expressions (no query to plan and start); a name's length is looked at one by one only
+    -- when the names together are longer than one may be.
+    if pg_catalog.array_position(p_names, null) is not null or '' = any (p_names)
+       or pg_catalog.array_position(p_occurrences, null) is not null or 1 > any (p_occurrences)
+       or (pg_catalog.octet_length(pg_catalog.array_to_string(p_names, '')) > 200
+           and "jobkit"._long_step_name(p_names)) then
         raise exception 'jobkit.save_steps: a step needs a name of 1 to 200 characters and an occurrence >= 1'
             using errcode = '22023', hint = 'call ctx.step("name", fn) with a short, non-empty name';
     end if;

@@ -20,7 +20,11 @@ Operations, each as the Python client sends it (prepared once, executed N times)
 - emit: ``jobkit.emit(name, key, data)``, one event a statement, each with a key of its own (with
   ``--setup`` inserting an ``event_config`` row, each emit also enqueues its subscribers' jobs);
 - emitbulk: ``jobkit._emit_many`` of 1,000 events with keys of their own per statement (what a row
-  trigger with ``emit`` calls for a 1,000-row statement), per event."""
+  trigger with ``emit`` calls for a 1,000-row statement), per event;
+- steps: ``save_steps`` of 16 durable steps' records (one step of each of 16 running jobs, a small
+  JSON result each, as the worker's group commit sends them), per record;
+- gather: ``create_flow`` of a gather as ``jobkit.gather`` sends it (1,000 jobs and a fan-in
+  callback after all of them, ``p_fan_in``, the types as a JSON array), per job; compare with bulk."""
 
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ from .common import JOB_TYPE
 
 BULK = 1_000
 BATCH = 100
+STEPS = 16  # records per save_steps statement (the worker's group commit at concurrency 16)
 WARM = 3
 
 PREPARE = {
@@ -52,6 +57,13 @@ PREPARE = {
     "drain": ("prepare claim(int) as select set_config('bench.claimed', coalesce((select jsonb_agg("
               "jsonb_build_array(c.id, c.attempts)) from jobkit.claim_jobs('" + JOB_TYPE + "', $1, 'w', "
               "'5 min') c), '[]')::text, false)"),
+    "steps": ("prepare op(uuid[], int[], text[], int[], jsonb, text[], int[], timestamptz[]) as "
+              "select count(*) from jobkit.save_steps($1, $2, $3, $4, $5, $6, $7, $8, false)"),
+    # the types are a constant of the prepared statement; the payloads are built as bulk's are
+    "gather": ("prepare op(int) as select count(*) from jobkit.create_flow(null, "
+               "'[" + ",".join(['"bench.item"'] * BULK + ['"bench.done"']) + "]', "
+               "(select jsonb_agg(jsonb_build_object('n', g)) from generate_series(1, $1 + 1) g), "
+               "'{}', '{}', p_fan_in => true)"),
 }
 CLAIMED = "jsonb_array_elements(current_setting('bench.claimed')::jsonb) e"
 DONE = ("prepare done as select count(*) from jobkit.complete_jobs("
@@ -61,7 +73,12 @@ DONE = ("prepare done as select count(*) from jobkit.complete_jobs("
 
 def script(op: str, count: int, setup: str = "") -> tuple[str, int]:
     """The statements for ``count`` operations, and how many jobs they handle."""
-    lines = [*filter(None, setup.splitlines()), PREPARE[op]]
+    lines = [*filter(None, setup.splitlines())]
+    if op == "steps":
+        lines += [RUNNING, PREPARE["steps"]]
+        lines += [_save_steps(k) for k in range(1, count + 1)]
+        return "\n".join(lines) + "\n", count * STEPS
+    lines.append(PREPARE[op])
     if op == "single":
         lines += [f"execute op('{JOB_TYPE}', '{{\"n\": 1}}', 0)"] * count
         return "\n".join(lines) + "\n", count
@@ -74,9 +91,30 @@ def script(op: str, count: int, setup: str = "") -> tuple[str, int]:
     if op == "bulk":
         lines += [f"execute op('\"{JOB_TYPE}\"', {BULK})"] * count
         return "\n".join(lines) + "\n", count * BULK
+    if op == "gather":
+        lines += [f"execute op({BULK})"] * count
+        return "\n".join(lines) + "\n", count * (BULK + 1)
     lines.append(DONE)
     lines += [f"execute claim({BATCH})\nexecute done"] * count
     return "\n".join(lines) + "\n", count * BATCH
+
+
+# STEPS running jobs with known ids (attempt 1), for the steps operation's literal arguments.
+RUNNING = ("insert into jobkit.jobs (id, type, payload, status, attempts, started_at, lease_expires_at, "
+           "worker_id) "
+           f"select ('00000000-0000-4000-8000-' || lpad(g::text, 12, '0'))::uuid, '{JOB_TYPE}', '{{}}', "
+           f"'processing', 1, now(), now() + interval '1 hour', 'w' from generate_series(1, {STEPS}) g")
+
+
+def _save_steps(k: int) -> str:
+    """The k-th save_steps: step "step" occurrence k of every running job, as the worker sends it
+    (array literals, the results as one JSON array, no errors)."""
+    ids = ",".join(f"00000000-0000-4000-8000-{g:012d}" for g in range(1, STEPS + 1))
+    results = "[" + ",".join(f'{{"i": {g}}}' for g in range(1, STEPS + 1)) + "]"
+    ones = ",".join(["1"] * STEPS)
+    return (f"execute op('{{{ids}}}', '{{{ones}}}', '{{{','.join(['step'] * STEPS)}}}', "
+            f"'{{{','.join([str(k)] * STEPS)}}}', '{results}', null, '{{{ones}}}', "
+            f"'{{{','.join(['2026-12-06T12:00:00+00'] * STEPS)}}}')")
 
 
 def fill_sql(jobs: int) -> str:
@@ -184,7 +222,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.callgrind")
     ap.add_argument("--ref", action="append", default=[], help="also measure this commit (repeatable)")
     ap.add_argument("--n", type=int, default=200, help="operations beyond the warm-up (bulk/drain: /10)")
-    ap.add_argument("--ops", default="single,bulk,drain")
+    ap.add_argument("--ops", default="single,bulk,drain", help="any of single,bulk,drain,steps,gather")
     ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs")
     ap.add_argument("--setup", default="", help="statements (one a line) run first in both runs, e.g. to "
                     "switch a feature on or a trigger off")
@@ -203,8 +241,9 @@ def run(args: argparse.Namespace, sides: list[Side], outdir: Path) -> None:
     ops = args.ops.split(",")
     for side in sides:
         for op in ops:
-            n = args.n if op in ("single", "emit") else max(args.n // 10, 2)
-            dep = Deployed(side, fill=(WARM + n) * BATCH if op == "drain" else 0)
+            n = args.n if op in ("single", "emit", "steps") else max(args.n // 10, 2)
+            fill = (WARM + n) * BATCH if op == "drain" else 0
+            dep = Deployed(side, fill=fill)
             try:
                 per, rows = measure(dep, op, n, args.top, outdir, args.setup)
             finally:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from . import tracing
 from .exceptions import ConfigError
@@ -46,6 +46,29 @@ class Edge:
     policy: str
 
 
+class FanInEdges(Sequence[Edge]):
+    """A gather's edges, made when read: each of the first ``n`` jobs to the last, ``"run"``. The
+    PostgreSQL backend sends none of them (create_flow's p_fan_in), so a gather builds none."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, i: int) -> Edge: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Edge]: ...
+    def __getitem__(self, i: int | slice) -> Edge | list[Edge]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self.n))]
+        k = i + self.n if i < 0 else i
+        if not 0 <= k < self.n:
+            raise IndexError(i)
+        return Edge(k, self.n, "run")
+
+
 class Flow:
     """A graph of jobs to insert in one transaction with :func:`flow`. Add each job after its
     parents (``after=``): a graph built so cannot have a cycle."""
@@ -55,7 +78,8 @@ class Flow:
             raise ConfigError(f"a flow's name must be 1 to {MAX_NAME} characters, got {len(name)}")
         self.name = name
         self.jobs: list[NewJob] = []
-        self.edges: list[Edge] = []
+        self.edges: list[Edge] | FanInEdges = []
+        self.fan_in = False  # a gather's graph: the last job is after all the others (gather_graph)
 
     def add(self, job_type: str, payload: Any = None, *, after: Iterable[FlowJob | tuple[FlowJob, str]] = (),
             on_parent_failure: str = "fail", priority: int = 0, run_at: datetime | None = None,
@@ -65,6 +89,9 @@ class Flow:
         does to it, ``"fail"``, ``"cancel"`` or ``"run"``."""
         from .enqueue import new_job  # the one place a job is checked
 
+        if self.fan_in or not isinstance(self.edges, list):
+            raise ConfigError("a gather's graph takes no more jobs: its callback is after all of them",
+                              hint="build a jobkit.Flow with flow.add(...) for another shape")
         job = new_job(job_type, {} if payload is None else payload, priority=priority, run_at=run_at,
                       delay=delay, max_attempts=max_attempts)
         handle = FlowJob(id(self), len(self.jobs), job_type)
@@ -117,10 +144,22 @@ def gather(target: Any, jobs: Sequence[NewJob], then: NewJob, *, name: str | Non
 
 
 def gather_graph(jobs: Sequence[NewJob], then: NewJob, name: str | None = None) -> Flow:
-    """The graph :func:`gather` inserts: the jobs, then the callback after all of them ("run" edges)."""
+    """The graph :func:`gather` inserts: the jobs, then the callback after all of them ("run" edges).
+    Built directly rather than by ``Flow.add`` (which checks each edge's handle, one by one): each
+    job is checked once, as ``enqueue_many`` checks it, and the edges are known to be well formed."""
+    from .enqueue import _delta, check_job
+
+    def flow_job(job: NewJob) -> NewJob:  # the job Flow.add would store (a flow's jobs take no keys)
+        if not isinstance(job, NewJob):
+            raise ConfigError(f"each job to gather must be a jobkit.NewJob, got {job!r}",
+                              hint="build each one with jobkit.NewJob(type, payload)")
+        return check_job(NewJob(job.type, {} if job.payload is None else job.payload, job.priority or 0,
+                                job.run_at, job.max_attempts, None, _delta(job.delay)))
+
     graph = Flow(name)
-    handles = [graph.add(j.type, j.payload, priority=j.priority or 0, run_at=j.run_at, delay=j.delay,
-                         max_attempts=j.max_attempts) for j in jobs]
-    graph.add(then.type, then.payload, after=handles, on_parent_failure="run", priority=then.priority or 0,
-              run_at=then.run_at, delay=then.delay, max_attempts=then.max_attempts)
+    graph.jobs = [flow_job(j) for j in jobs] + [flow_job(then)]
+    n = len(jobs)
+    graph.edges = FanInEdges(n)
+    graph.fan_in = True  # the database stores a counter for these edges, not the edges (create_flow p_fan_in)
     return graph
+

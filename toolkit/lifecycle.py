@@ -308,12 +308,14 @@ def flow_params(graph: Any, trace_context: TraceContext | None = None,
     if not jobs:
         raise ConfigError("a flow needs at least one job", hint="add jobs with flow.add(type, payload)")
     types = [j.type for j in jobs]
-    policies = [e.policy for e in graph.edges]
+    fan_in = bool(getattr(graph, "fan_in", False))  # a gather: its edges are implied, not sent
+    edges = [] if fan_in else graph.edges
+    policies = [e.policy for e in edges]
     return {
         "name": graph.name, "owner": owner, "trace_context": _trace(trace_context),
         "types": json_param(types[0] if types.count(types[0]) == len(types) else types),
         "payloads": json_param([j.payload for j in jobs]),
-        "parents": [e.parent + 1 for e in graph.edges], "children": [e.child + 1 for e in graph.edges],
+        "parents": [e.parent + 1 for e in edges], "children": [e.child + 1 for e in edges], "fan_in": fan_in,
         "policies": None if all(p == "fail" for p in policies) else policies,
         "priorities": _nullable([j.priority or None for j in jobs]),
         "run_ats": _nullable([j.run_at for j in jobs]), "delays": _nullable([j.delay for j in jobs]),

@@ -13,6 +13,13 @@ language sql stable set search_path = '' as $$
     where t.job_id = any (p_ids) and t.status = 'completed'
 $$;
 
+-- Whether one of these step names is longer than 200 characters (save_steps' check, run only when
+-- the names together are longer than that).
+create or replace function {{ s }}._long_step_name(p_names text[]) returns boolean
+language sql immutable set search_path = '' as $$
+    select exists (select 1 from unnest(p_names) as n(name) where pg_catalog.char_length(n.name) > 200)
+$$;
+
 -- Record steps of running attempts, many in one statement (the worker's group commit): each is
 -- completed (its error null; p_results is a JSON array parallel to p_ids, null for all-null) or
 -- failed (its error kept for debugging; it runs again on the next attempt). Fenced: a record is
@@ -30,7 +37,7 @@ create or replace function {{ s }}.save_steps(
     p_ids uuid[], p_attempts int[], p_names text[], p_occurrences int[], p_results jsonb,
     p_errors text[], p_tries int[], p_started_at timestamptz[], p_hold boolean default false
 ) returns table (id uuid, attempt int)
-language plpgsql volatile set search_path = '' as $$
+language plpgsql volatile set search_path = '' set plan_cache_mode = force_generic_plan as $$
 declare
     v_n int := coalesce(pg_catalog.cardinality(p_ids), 0);
     v_held uuid[];
@@ -47,38 +54,67 @@ begin
         raise exception 'jobkit.save_steps: every array must be as long as p_ids'
             using errcode = '22023', hint = 'pass one element per step record';
     end if;
-    if exists (select 1 from unnest(p_names, p_occurrences) as u(name, occurrence)
-               where u.name is null or pg_catalog.char_length(u.name) not between 1 and 200
-                  or u.occurrence is null or u.occurrence < 1) then
+    -- Simple expressions (no query to plan and start); a name's length is looked at one by one only
+    -- when the names together are longer than one may be.
+    if pg_catalog.array_position(p_names, null) is not null or '' = any (p_names)
+       or pg_catalog.array_position(p_occurrences, null) is not null or 1 > any (p_occurrences)
+       or (pg_catalog.octet_length(pg_catalog.array_to_string(p_names, '')) > 200
+           and {{ s }}._long_step_name(p_names)) then
         raise exception 'jobkit.save_steps: a step needs a name of 1 to 200 characters and an occurrence >= 1'
             using errcode = '22023', hint = 'call ctx.step("name", fn) with a short, non-empty name';
     end if;
-    if not p_hold then  -- one statement: the fence, the insert, the answer
-        return query
-        with held as (
-            select j.id, j.attempts from {{ s }}.jobs j
-            where j.id = any (p_ids) and j.status = 'processing'
-              and j.attempts = any (select u.attempt from unnest(p_ids, p_attempts) as u(id, attempt)
-                                    where u.id = j.id)
-        ), stored as (
-            insert into {{ s }}.job_steps as t
-                (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
-            select distinct on (u.id, u.name, u.occurrence)
-                   u.id, u.name, u.occurrence, u.attempt,
-                   case when p_errors[u.i] is null then 'completed' else 'failed' end,
-                   case when p_errors[u.i] is null then nullif(p_results -> (u.i::int - 1), 'null'::jsonb) end,
-                   p_errors[u.i], greatest(coalesce(p_tries[u.i], 1), 1), coalesce(p_started_at[u.i], now())
-            from unnest(p_ids, p_attempts, p_names, p_occurrences)
-                 with ordinality as u(id, attempt, name, occurrence, i)
-            join held h on h.id = u.id and h.attempts = u.attempt
-            order by u.id, u.name, u.occurrence, u.i desc
-            on conflict (job_id, name, occurrence) do update
-                set attempt = excluded.attempt, status = excluded.status, result = excluded.result,
-                    error = excluded.error, tries = excluded.tries, started_at = excluded.started_at,
-                    finished_at = now()
-                where t.status <> 'completed'
-        )
-        select h.id, h.attempts from held h;
+    if not p_hold then
+        -- held: the batch's jobs still processing under one of the batch's attempts. A held job's
+        -- (id, attempts) is true whichever record brought it in, so the answer may list it; a
+        -- record is written only when its own attempt matches (the insert's join). The usual case,
+        -- records of steps never stored, is a plain insert (no ON CONFLICT: no probe of the primary
+        -- key before each row, no sort to keep one record per key); a record that meets a stored
+        -- one (a failed step run again, a record sent again, a key twice in the batch) makes the
+        -- primary key refuse it, and the batch is written again (the insert undone) as below.
+        begin
+            with held as (
+                select j.id, j.attempts from {{ s }}.jobs j
+                where j.id = any (p_ids) and j.status = 'processing' and j.attempts = any (p_attempts)
+            ), stored as (
+                insert into {{ s }}.job_steps
+                    (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
+                select u.id, u.name, u.occurrence, u.attempt,
+                       case when p_errors[u.i] is null then 'completed' else 'failed' end,
+                       case when p_errors[u.i] is null then nullif(p_results -> (u.i::int - 1), 'null'::jsonb) end,
+                       p_errors[u.i], greatest(coalesce(p_tries[u.i], 1), 1), coalesce(p_started_at[u.i], now())
+                from unnest(p_ids, p_attempts, p_names, p_occurrences)
+                     with ordinality as u(id, attempt, name, occurrence, i)
+                join held h on h.id = u.id and h.attempts = u.attempt
+            )
+            select pg_catalog.array_agg(h.id), pg_catalog.array_agg(h.attempts) into v_held, v_attempts
+            from held h;
+        exception when unique_violation then
+            -- the last record of a key in the batch wins; a completed row is never overwritten
+            with held as (
+                select j.id, j.attempts from {{ s }}.jobs j
+                where j.id = any (p_ids) and j.status = 'processing' and j.attempts = any (p_attempts)
+            ), stored as (
+                insert into {{ s }}.job_steps as t
+                    (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
+                select distinct on (u.id, u.name, u.occurrence)
+                       u.id, u.name, u.occurrence, u.attempt,
+                       case when p_errors[u.i] is null then 'completed' else 'failed' end,
+                       case when p_errors[u.i] is null then nullif(p_results -> (u.i::int - 1), 'null'::jsonb) end,
+                       p_errors[u.i], greatest(coalesce(p_tries[u.i], 1), 1), coalesce(p_started_at[u.i], now())
+                from unnest(p_ids, p_attempts, p_names, p_occurrences)
+                     with ordinality as u(id, attempt, name, occurrence, i)
+                join held h on h.id = u.id and h.attempts = u.attempt
+                order by u.id, u.name, u.occurrence, u.i desc
+                on conflict (job_id, name, occurrence) do update
+                    set attempt = excluded.attempt, status = excluded.status, result = excluded.result,
+                        error = excluded.error, tries = excluded.tries, started_at = excluded.started_at,
+                        finished_at = now()
+                    where t.status <> 'completed'
+            )
+            select pg_catalog.array_agg(h.id), pg_catalog.array_agg(h.attempts) into v_held, v_attempts
+            from held h;
+        end;
+        return query select h.id, h.attempt from unnest(v_held, v_attempts) as h(id, attempt);
         return;
     end if;
     select pg_catalog.array_agg(h.id), pg_catalog.array_agg(h.attempts) into v_held, v_attempts from (

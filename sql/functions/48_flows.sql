@@ -9,7 +9,9 @@
 -- come before its child (p_parents[k] < p_children[k]): a graph in that order has no cycle, so no
 -- job of it can be blocked forever by its own descendants. A job with parents is inserted
 -- 'blocked' with blocked_by = its number of parents; the others are pending and woken as any job.
--- Returns the flow's id and the jobs' ids in input order.
+-- p_fan_in (a gather, jobkit.gather): no edges are given; the last job is after all the others by
+-- 'run' edges that are not stored (flows.fan_in names it, 0024), so a fan-in of N jobs costs a
+-- counter instead of N edge rows. Returns the flow's id and the jobs' ids in input order.
 create or replace function {{ s }}.create_flow(
     p_name text,
     p_types jsonb,
@@ -21,7 +23,8 @@ create or replace function {{ s }}.create_flow(
     p_run_at timestamptz[] default null,
     p_max_attempts int[] default null,
     p_trace_context jsonb default null,
-    p_owner text default null
+    p_owner text default null,
+    p_fan_in boolean default false
 ) returns table (flow_id uuid, job_ids uuid[])
 language plpgsql volatile set search_path = '' as $$
 declare
@@ -30,6 +33,7 @@ declare
     v_flow uuid := pg_catalog.gen_random_uuid();
     v_ids uuid[];
     v_one text;
+    v_fan int;  -- the fan-in's position
 begin
     if pg_catalog.jsonb_typeof(p_payloads) is distinct from 'array'
        or pg_catalog.jsonb_typeof(p_types) not in ('array', 'string') then
@@ -60,13 +64,14 @@ begin
         raise exception 'jobkit.create_flow: each edge joins an earlier job (parent) to a later one (child), by 1-based position, with a policy fail, cancel or run'
             using errcode = '22023', hint = 'list a parent before its children (a graph in that order has no cycle)';
     end if;
-    if (select pg_catalog.count(distinct (e.p, e.c)) from unnest(p_parents, p_children) as e(p, c)) <> v_edges then
-        raise exception 'jobkit.create_flow: an edge is given twice'
-            using errcode = '22023', hint = 'give each parent -> child edge once';
+    if p_fan_in and v_edges > 0 then
+        raise exception 'jobkit.create_flow: a fan-in (p_fan_in) takes no edges: its last job is after all the others'
+            using errcode = '22023', hint = 'pass empty p_parents and p_children with p_fan_in => true';
     end if;
-    insert into {{ s }}.flows (id, name, owner) values (v_flow, p_name, p_owner);
+    v_fan := case when coalesce(p_fan_in, false) and v_n > 1 then v_n end;
     -- Ids are drawn first: edges refer to them by position, and they come back in input order.
     v_ids := array(select pg_catalog.gen_random_uuid() from pg_catalog.generate_series(1, v_n));
+    insert into {{ s }}.flows (id, name, owner, fan_in) values (v_flow, p_name, p_owner, v_ids[v_fan]);
     insert into {{ s }}.jobs (id, type, payload, priority, scheduled_for, max_attempts, trace_context,
                               concurrency_key, owner, flow_id, status, blocked_by, created_at)
     select v_ids[e.n], x.type, e.v, coalesce(p_priority[e.n], 0), coalesce(p_run_at[e.n], pg_catalog.now()),
@@ -78,12 +83,21 @@ begin
            pg_catalog.now() + (e.n - 1) * interval '1 microsecond'  -- the given order, for show and parents()
     from pg_catalog.jsonb_array_elements(p_payloads) with ordinality as e(v, n)
     cross join lateral (select coalesce(v_one, p_types ->> (e.n - 1)::int) as type) x
-    left join (select u.c, pg_catalog.count(*)::int as parents from unnest(p_children) as u(c) group by u.c) d
+    left join (select u.c, pg_catalog.count(*)::int as parents from unnest(p_children) as u(c) group by u.c
+               union all
+               select v_fan, v_n - 1 where v_fan is not null) d
            on d.c = e.n
     left join {{ s }}.job_types t on t.type = x.type and t.fair;
-    insert into {{ s }}.job_edges (parent_id, child_id, on_parent_failure)
-    select v_ids[e.p], v_ids[e.c], coalesce(e.pol, 'fail')
-    from unnest(p_parents, p_children, p_policies) as e(p, c, pol);
+    -- An edge given twice is refused by job_edges' primary key (the ids are new, so no other
+    -- transaction's edge can collide): no pass over the edges to look for one beforehand.
+    begin
+        insert into {{ s }}.job_edges (parent_id, child_id, on_parent_failure)
+        select v_ids[e.p], v_ids[e.c], coalesce(e.pol, 'fail')
+        from unnest(p_parents, p_children, p_policies) as e(p, c, pol);
+    exception when unique_violation then
+        raise exception 'jobkit.create_flow: an edge is given twice'
+            using errcode = '22023', hint = 'give each parent -> child edge once';
+    end;
     return query select v_flow, v_ids;
 end
 $$;
@@ -94,7 +108,8 @@ $$;
 -- flow is paused) and its type is woken; a failed parent fails a 'fail' child and cancels a
 -- 'cancel' child, a cancelled parent cancels both. A child failed or cancelled so is itself a parent
 -- that ended: the loop carries the failure down the graph, one level per pass. O(children): the
--- edges are read by their parent (the primary key). Called by the finishing statements only for
+-- edges are read by their parent (the primary key); a gather's fan-in (flows.fan_in, 0024) is a
+-- 'run' edge from each job of its flow created before it, read from the flow. Called by the finishing statements only for
 -- jobs of a flow (flow_id not null): a plain job never gets here.
 create or replace function {{ s }}._settle_children(p_ids uuid[]) returns void
 language plpgsql volatile set search_path = '' as $$
@@ -113,17 +128,24 @@ begin
             update {{ s }}.jobs p set children_settled = true
             where p.id = any (v_parents) and p.flow_id is not null and p.children_settled is null
               and p.status in ('completed', 'failed', 'dead', 'cancelled')
-            returning p.id, p.status, p.flow_id
+            returning p.id, p.status, p.flow_id, p.created_at
+        ), edges as (  -- the stored edges, and a fan-in's (the flow's callback, after the jobs created before it)
+            select d.status, d.flow_id, e.child_id, e.on_parent_failure
+            from ended d join {{ s }}.job_edges e on e.parent_id = d.id
+            union all
+            select d.status, d.flow_id, g.fan_in, 'run'
+            from ended d
+            join {{ s }}.flows g on g.id = d.flow_id
+            join {{ s }}.jobs c on c.id = g.fan_in and c.created_at > d.created_at
         ), told as (
             select e.child_id,
-                   (pg_catalog.count(*) filter (where d.status = 'completed' or e.on_parent_failure = 'run'))::int
+                   (pg_catalog.count(*) filter (where e.status = 'completed' or e.on_parent_failure = 'run'))::int
                        as done,
-                   pg_catalog.bool_or(d.status in ('failed', 'dead') and e.on_parent_failure = 'fail') as fails,
-                   pg_catalog.bool_or(d.status <> 'completed' and e.on_parent_failure <> 'run') as cancels,
+                   pg_catalog.bool_or(e.status in ('failed', 'dead') and e.on_parent_failure = 'fail') as fails,
+                   pg_catalog.bool_or(e.status <> 'completed' and e.on_parent_failure <> 'run') as cancels,
                    pg_catalog.bool_or(f.paused_at is not null) as paused
-            from ended d
-            join {{ s }}.job_edges e on e.parent_id = d.id
-            left join {{ s }}.flows f on f.id = d.flow_id
+            from edges e
+            left join {{ s }}.flows f on f.id = e.flow_id
             group by e.child_id
         )
         select pg_catalog.array_agg(t.child_id order by t.child_id), pg_catalog.array_agg(t.done order by t.child_id),
@@ -187,13 +209,20 @@ begin
     if not exists (select 1 from {{ s }}.jobs b where b.status = 'blocked') then
         return 0;
     end if;
-    -- 1. parents that ended but never settled their children
-    select pg_catalog.array_agg(distinct p.id) into v_ids
-    from {{ s }}.jobs c
-    join {{ s }}.job_edges e on e.child_id = c.id
-    join {{ s }}.jobs p on p.id = e.parent_id
-    where c.status = 'blocked' and p.children_settled is null
-      and p.status in ('completed', 'failed', 'dead', 'cancelled');
+    -- 1. parents that ended but never settled their children (by a stored edge, or a fan-in's)
+    select pg_catalog.array_agg(distinct x.id) into v_ids
+    from (select p.id, p.status, p.children_settled
+          from {{ s }}.jobs c
+          join {{ s }}.job_edges e on e.child_id = c.id
+          join {{ s }}.jobs p on p.id = e.parent_id
+          where c.status = 'blocked'
+          union all
+          select p.id, p.status, p.children_settled
+          from {{ s }}.jobs c
+          join {{ s }}.flows g on g.id = c.flow_id and g.fan_in = c.id
+          join {{ s }}.jobs p on p.flow_id = g.id and p.created_at < c.created_at
+          where c.status = 'blocked') x
+    where x.children_settled is null and x.status in ('completed', 'failed', 'dead', 'cancelled');
     if v_ids is not null then
         perform {{ s }}._settle_children(v_ids);
     end if;
@@ -210,7 +239,13 @@ begin
                    coalesce(pg_catalog.bool_or(p.id is null and e.on_parent_failure <> 'run'), false) as orphaned,
                    coalesce(pg_catalog.bool_or(f.paused_at is not null), false) as paused
             from {{ s }}.jobs c
-            left join {{ s }}.job_edges e on e.child_id = c.id
+            left join lateral (
+                select e.parent_id, e.on_parent_failure from {{ s }}.job_edges e where e.child_id = c.id
+                union all
+                select p2.id, 'run' from {{ s }}.flows g
+                join {{ s }}.jobs p2 on p2.flow_id = g.id and p2.created_at < c.created_at
+                where g.id = c.flow_id and g.fan_in = c.id
+            ) e on true
             left join {{ s }}.jobs p on p.id = e.parent_id
             left join {{ s }}.flows f on f.id = c.flow_id
             where c.status = 'blocked'
@@ -330,14 +365,19 @@ end
 $$;
 
 -- The parents of a job with what they ended with (ctx.parents): id, type, status, result, error and
--- the edge's policy, in the order the flow listed them (parents come before children).
+-- the edge's policy, in the order the flow listed them (parents come before children). A fan-in's
+-- parents (a gather's callback) are the jobs of its flow created before it, by 'run' edges.
 create or replace function {{ s }}.job_parents(p_id uuid)
 returns table (id uuid, type text, status text, result jsonb, error text, on_parent_failure text)
 language sql stable set search_path = '' as $$
     select p.id, p.type, p.status, p.result, p.last_error, e.on_parent_failure
-    from {{ s }}.job_edges e
+    from (select e.parent_id, e.on_parent_failure from {{ s }}.job_edges e where e.child_id = p_id
+          union all  -- a fan-in's parents: the jobs of its flow created before it
+          select p2.id, 'run' from {{ s }}.jobs c
+          join {{ s }}.flows g on g.id = c.flow_id and g.fan_in = c.id
+          join {{ s }}.jobs p2 on p2.flow_id = g.id and p2.created_at < c.created_at
+          where c.id = p_id) e
     join {{ s }}.jobs p on p.id = e.parent_id
-    where e.child_id = p_id
     order by p.created_at, p.id
 $$;
 

@@ -20,12 +20,18 @@ select j.flow_id from {{ s }}.jobs j where j.id operator(pg_catalog.=) %(id)s
 select f.id, f.name, f.created_at, f.paused_at, f.owner from {{ s }}.flows f where f.id operator(pg_catalog.=) %(id)s
 
 -- name: flow_jobs
--- A flow's jobs in the order they were given, with their parents' ids, for `jobkit flows show`
--- and the dashboard; at most %(limit)s of them.
+-- A flow's jobs in the order they were given, with their parents' ids (a fan-in's: the jobs of its
+-- flow created before it), for `jobkit flows show` and the dashboard; at most %(limit)s of them.
 select j.id, j.type, j.status, j.attempts, j.blocked_by, j.created_at, j.started_at, j.completed_at,
        j.last_error,
-       coalesce((select pg_catalog.array_agg(e.parent_id order by e.parent_id)
-                 from {{ s }}.job_edges e where e.child_id operator(pg_catalog.=) j.id), '{}') as parents
+       coalesce((select pg_catalog.array_agg(x.id order by x.id) from (
+                     select e.parent_id as id from {{ s }}.job_edges e where e.child_id operator(pg_catalog.=) j.id
+                     union all
+                     select p.id from {{ s }}.flows g
+                     join {{ s }}.jobs p on p.flow_id operator(pg_catalog.=) g.id
+                                        and p.created_at operator(pg_catalog.<) j.created_at
+                     where g.id operator(pg_catalog.=) j.flow_id and g.fan_in operator(pg_catalog.=) j.id) x),
+                '{}') as parents
 from {{ s }}.jobs j
 where j.flow_id operator(pg_catalog.=) %(id)s
 order by j.created_at, j.id
@@ -36,9 +42,15 @@ select j.status, pg_catalog.count(*) as n from {{ s }}.jobs j
 where j.flow_id operator(pg_catalog.=) %(id)s group by j.status
 
 -- name: job_children
-select c.id, c.type, c.status, e.on_parent_failure from {{ s }}.job_edges e
+-- A job's children: by its stored edges, and its flow's fan-in (a gather's callback) when created after it.
+select c.id, c.type, c.status, e.on_parent_failure from (
+    select e.child_id, e.on_parent_failure from {{ s }}.job_edges e where e.parent_id operator(pg_catalog.=) %(id)s
+    union all
+    select g.fan_in, 'run' from {{ s }}.jobs p
+    join {{ s }}.flows g on g.id operator(pg_catalog.=) p.flow_id
+    join {{ s }}.jobs f on f.id operator(pg_catalog.=) g.fan_in and f.created_at operator(pg_catalog.>) p.created_at
+    where p.id operator(pg_catalog.=) %(id)s) e
 join {{ s }}.jobs c on c.id operator(pg_catalog.=) e.child_id
-where e.parent_id operator(pg_catalog.=) %(id)s
 order by c.created_at, c.id
 limit %(limit)s
 

@@ -97,7 +97,8 @@ select * from {{ s }}.set_progress(%(ids)s::pg_catalog.uuid[], %(attempts)s::int
 
 -- name: create_flow
 -- Types and payloads travel as JSON documents (the types as one string when they are all the same),
--- the edges as three arrays of 1-based positions and policies; run_at wins over now() + delay.
+-- the edges as three arrays of 1-based positions and policies (none for a gather: fan_in); run_at
+-- wins over now() + delay.
 select f.flow_id, f.job_ids from {{ s }}.create_flow(
     %(name)s, %(types)s::pg_catalog.jsonb, %(payloads)s::pg_catalog.jsonb,
     %(parents)s::int[], %(children)s::int[], %(policies)s::pg_catalog.text[], %(priorities)s::int[],
@@ -105,4 +106,4 @@ select f.flow_id, f.job_ids from {{ s }}.create_flow(
                 coalesce(u.r, pg_catalog.now() operator(pg_catalog.+) coalesce(u.d, '0')) order by u.o)
      from rows from (pg_catalog.unnest(%(run_ats)s::pg_catalog.timestamptz[]),
                      pg_catalog.unnest(%(delays)s::interval[])) with ordinality as u(r, d, o)),
-    %(max_attempts)s::int[], %(trace_context)s::pg_catalog.jsonb, %(owner)s) as f
+    %(max_attempts)s::int[], %(trace_context)s::pg_catalog.jsonb, %(owner)s, %(fan_in)s) as f

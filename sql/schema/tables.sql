@@ -329,13 +329,13 @@ create table {{ s }}.row_triggers (
 -- job's steps with it.
 create table {{ s }}.job_steps (
     job_id      uuid not null,
-    name        text not null check (pg_catalog.char_length(name) between 1 and 200),
-    occurrence  int not null check (occurrence >= 1),
+    name        text not null,  -- 1 to 200 characters (save_steps checks it; no CHECK since 0024)
+    occurrence  int not null,  -- >= 1 (save_steps checks it)
     attempt     int not null,  -- the attempt that wrote the row
-    status      text not null check (status in ('completed', 'failed')),
+    status      text not null,  -- 'completed' or 'failed'
     result      jsonb,
     error       text,
-    tries       int not null default 1 check (tries >= 1),  -- in-process tries (retries=) it took
+    tries       int not null default 1,  -- in-process tries (retries=) it took, >= 1
     started_at  timestamptz not null,
     finished_at timestamptz not null default now(),
     kind        text not null default 'step',  -- 'wait': a sleep's or a wait's outcome (0019)
@@ -419,7 +419,8 @@ create table {{ s }}.flows (
     name       text check (pg_catalog.char_length(name) between 1 and 200),
     created_at timestamptz not null default now(),
     paused_at  timestamptz,  -- pause_flow: its ready jobs stay blocked until resume_flow
-    owner      text
+    owner      text,
+    fan_in     uuid  -- a gather's callback: after every job of the flow created before it, no edge rows (0024)
 );
 
 create table {{ s }}.job_edges (

@@ -12,7 +12,9 @@ from typing import Any
 from uuid import UUID
 
 import jobkit
+import pytest
 from jobkit.connector import Database, Session
+from jobkit.exceptions import DatabaseError
 from jobkit.handlers import Registry
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
@@ -191,3 +193,31 @@ def test_the_readme_example_runs(db_url: str, session: Session) -> None:
     assert charged == [f"jobkit:{job_id}:charge:1"] and sent == ["a@example.com"]
     assert session.all("select id, charge_id from orders") == [{"id": 1, "charge_id": "ch_5"}]
     assert session.scalar("select count(*) from jobkit.job_steps where job_id = %s", (job_id,)) == 3
+
+
+def test_save_steps_without_checks_refuses_what_they_refused_and_replaces_only_failed_rows(
+        session: Session) -> None:
+    """job_steps has no CHECK since 0024: save_steps refuses a bad name or occurrence itself (the
+    whole batch), and a record that meets a stored one (the primary key's fallback) replaces a
+    failed row, never a completed one; a key twice in one batch keeps the last record."""
+    life = Lifecycle(session)
+    life.enqueue(NewJob("steps.sql", {}))
+    job = life.claim("steps.sql", 1, "w", timedelta(minutes=5))[0]
+    call = ("select count(*) from jobkit.save_steps(%s::uuid[], %s::int[], %s::text[], %s::int[], "
+            "%s::jsonb, %s::text[], null, null)")
+
+    def save(names: list[str], occurrences: list[int], results: str, errors: list[str | None] | None = None) -> int:
+        n = len(names)
+        return int(session.scalar(call, ([job.id] * n, [job.attempts] * n, names, occurrences, results, errors)))
+
+    for names, occurrences in ((["ok", "x" * 201], [1, 1]), (["ok", ""], [1, 1]), (["ok", "a"], [1, 0])):
+        with pytest.raises(DatabaseError, match="a name of 1 to 200 characters"):
+            save(names, occurrences, "[1, 2]")
+    assert save(["y" * 200, "ok"], [1, 1], "[1, 2]") == 1  # 200 is allowed; the pair held
+    assert save(["a", "b"], [1, 1], "[null, null]", ["boom", "boom"]) == 1
+    assert save(["a", "b", "b"], [1, 1, 1], '["a", "b1", "b2"]') == 1  # failed rows replaced
+    assert save(["a"], [1], '["again"]') == 1  # a completed row is kept
+    rows = session.all("select name, status, result from jobkit.job_steps where job_id = %s order by name",
+                       (job.id,))
+    assert [(r["name"][:2], r["status"], r["result"]) for r in rows] == [
+        ("a", "completed", "a"), ("b", "completed", "b2"), ("ok", "completed", 2), ("yy", "completed", 1)]

@@ -51,8 +51,8 @@ def _nothing_stuck(session: Session, flow_id: UUID) -> None:
     stuck = session.all(
         "select c.id, c.status, c.blocked_by from jobkit.jobs c join jobkit.flows f on f.id = c.flow_id "
         "where c.flow_id = %s and ((c.status = 'blocked' and (f.paused_at is null) and not exists ("
-        "  select 1 from jobkit.job_edges e join jobkit.jobs p on p.id = e.parent_id"
-        "  where e.child_id = c.id and p.status not in ('completed', 'failed', 'dead', 'cancelled')))"
+        "  select 1 from jobkit.job_parents(c.id) p"
+        "  where p.status not in ('completed', 'failed', 'dead', 'cancelled')))"
         " or c.status = 'waiting')", (flow_id,))
     assert stuck == []
 
@@ -119,6 +119,47 @@ def test_a_fan_out_of_2000_fans_in_to_one_callback_with_counts(session: Session)
     assert got.counts == {"succeeded": 1993, "failed": 7}
     assert set(got.failed) == failing
     assert _all_ended(session, run.id) == {"completed": 1994, "failed": 7}
+
+
+def test_a_gather_stores_a_counter_not_edges(session: Session) -> None:
+    """A gather's fan-in is flows.fan_in and the callback's blocked_by (0024), not one edge row per
+    job: its parents and children still read as edges, the sweep still settles a parent ended by
+    hand, and a job added to the flow later (a replay) is not one of its parents."""
+    life = Lifecycle(session)
+    run = jobkit.gather(session, [NewJob("g.item", {"i": i}) for i in range(50)], NewJob("g.done", {}))
+    items, callback = run.job_ids[:-1], run.job_ids[-1]
+    assert session.scalar("select count(*) from jobkit.job_edges where child_id = %s", (callback,)) == 0
+    assert session.scalar("select fan_in from jobkit.flows where id = %s", (run.id,)) == callback
+    assert session.scalar("select blocked_by from jobkit.jobs where id = %s", (callback,)) == 50
+    assert [p.id for p in life.parents(callback)] == items
+    assert {p.on_parent_failure for p in life.parents(callback)} == {"run"}
+    assert session.all(Statements("jobkit").q["job_children"], {"id": items[3], "limit": 10}) == [
+        {"id": callback, "type": "g.done", "status": "blocked", "on_parent_failure": "run"}]
+    # a replay joins the flow but not the fan-in
+    session.execute("insert into jobkit.job_steps (job_id, name, occurrence, attempt, status, started_at) "
+                    "values (%s, 's', 1, 1, 'completed', now())", (items[0],))
+    replayed = session.scalar("select jobkit.replay_job(%s, 's')", (items[0],))
+    _run_ready(life, "g.item", limit=48)
+    session.execute("update jobkit.jobs set status = 'completed', completed_at = now() where id = any(%s) "
+                    "and status = 'pending'", (items,))  # ended by hand: nobody told the callback
+    assert _run_ready(life, "g.item") == [replayed]
+    assert _status(session, [callback]) == ["blocked"]
+    session.execute("select jobkit.sweep_stuck()")
+    assert _run_ready(life, "g.done") == [callback]
+    assert len(life.parents(callback)) == 50
+    assert _all_ended(session, run.id) == {"completed": 52}
+
+
+def test_a_fan_in_in_sql_takes_no_edges(session: Session) -> None:
+    run = session.one("select * from jobkit.create_flow(null, '\"x\"', '[{}, {}, {}]', '{}', '{}', "
+                      "p_fan_in => true)")
+    assert session.all("select status, blocked_by from jobkit.jobs where id = any(%s) order by created_at",
+                       (run["job_ids"],)) == [{"status": "pending", "blocked_by": None}] * 2 + [
+                           {"status": "blocked", "blocked_by": 2}]
+    with pytest.raises(DatabaseError, match="takes no edges"):
+        session.execute("select jobkit.create_flow(null, '\"x\"', '[{}, {}]', '{1}', '{2}', p_fan_in => true)")
+    alone = session.one("select * from jobkit.create_flow(null, '\"x\"', '[{}]', null, null, p_fan_in => true)")
+    assert _status(session, alone["job_ids"]) == ["pending"]  # a gather of nothing: its callback runs
 
 
 @pytest.mark.parametrize(("policy", "child", "grandchild"), [

@@ -286,10 +286,12 @@ def create_flow_body(graph: Any, trace_context: TraceContext | None = None) -> d
     """api.create_flow's arguments (run_at, never delay: the wrapper takes absolute times)."""
     if any(j.delay is not None for j in graph.jobs):
         raise ConfigError("delay is not supported through the Data API", hint="pass run_at instead")
-    params = flow_params(graph)
+    params = flow_params(graph)  # the wrapper takes edges only: a gather's are sent as edges
+    policies = [e.policy for e in graph.edges]
     return {"p_name": graph.name, "p_types": [j.type for j in graph.jobs],
-            "p_payloads": [j.payload for j in graph.jobs], "p_parents": params["parents"],
-            "p_children": params["children"], "p_policies": params["policies"],
+            "p_payloads": [j.payload for j in graph.jobs], "p_parents": [e.parent + 1 for e in graph.edges],
+            "p_children": [e.child + 1 for e in graph.edges],
+            "p_policies": None if all(p == "fail" for p in policies) else policies,
             "p_priority": params["priorities"],
             "p_run_at": [j.run_at.isoformat() if j.run_at else None for j in graph.jobs],
             "p_max_attempts": params["max_attempts"], "p_trace_context": trace_context or None}

@@ -1,4 +1,4 @@
-"""Job graphs on PostgreSQL (issue 25, items 4-6): a diamond, a chain of 100, a fan-out of 2,000 with a
+"""Job graphs on PostgreSQL (issue 25, items 4-6): a diamond, a chain of 100, a fan-out of 10,000 with a
 fan-in callback, a parent failing under each policy, a flow cancelled and paused mid-way, the sweep
 that settles what a path missed, and replay from a step. Jobs are run by claiming and finishing them
 through the lifecycle (the worker's own statements); ctx.parents / ctx.gathered run through the real
@@ -105,20 +105,20 @@ def test_a_chain_of_100_runs_in_order(session: Session) -> None:
     assert _all_ended(session, run.id) == {"completed": 100}
 
 
-def test_a_fan_out_of_2000_fans_in_to_one_callback_with_counts(session: Session) -> None:
+def test_a_fan_out_of_10000_fans_in_to_one_callback_with_counts(session: Session) -> None:
     life = Lifecycle(session)
-    jobs = [NewJob("fan.item", {"i": i}) for i in range(2000)]
+    jobs = [NewJob("fan.item", {"i": i}) for i in range(10_000)]
     run = jobkit.gather(session, jobs, NewJob("fan.done", {"report": True}), name="fan")
     callback = run.job_ids[-1]
     failing = set(run.job_ids[:7])
-    assert session.scalar("select blocked_by from jobkit.jobs where id = %s", (callback,)) == 2000
-    for _ in range(4):  # in batches, as workers would
+    assert session.scalar("select blocked_by from jobkit.jobs where id = %s", (callback,)) == 10_000
+    for _ in range(20):  # in batches, as workers would
         _run_ready(life, "fan.item", fail=failing, limit=500)
     assert _run_ready(life, "fan.done") == [callback]
     got = jobkit.flows.gathered(life.parents(callback))
-    assert got.counts == {"succeeded": 1993, "failed": 7}
+    assert got.counts == {"succeeded": 9993, "failed": 7}
     assert set(got.failed) == failing
-    assert _all_ended(session, run.id) == {"completed": 1994, "failed": 7}
+    assert _all_ended(session, run.id) == {"completed": 9994, "failed": 7}
 
 
 def test_a_gather_stores_a_counter_not_edges(session: Session) -> None:

@@ -18,6 +18,7 @@ from jobkit.dashboard import Dashboard
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -79,14 +80,32 @@ def _shots(driver: WebDriver, name: str) -> None:
 
 
 def _wait(driver: WebDriver, check: Any, what: str, timeout: float = 20) -> None:
-    WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: check(d), message=what)
+    """Until ``check`` holds; the table is replaced every 2 s, so an element found just before a
+    refresh may be stale when read: that try counts as not yet."""
+    WebDriverWait(driver, timeout, poll_frequency=0.2, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: check(d), message=what)
+
+
+def _link(driver: WebDriver, css: str) -> tuple[str, str]:
+    link = driver.find_element(By.CSS_SELECTOR, css)
+    return link.text, link.get_attribute("href") or ""
+
+
+def _read(read: Any) -> Any:
+    """``read()``, again if the 2 s refresh replaced the element between finding and reading it."""
+    for _ in range(20):
+        try:
+            return read()
+        except StaleElementReferenceException:
+            continue
+    return read()
 
 
 def test_a_worker_appears_holds_a_job_and_disappears_on_the_open_page(
     browser: WebDriver, site: str, db_url: str, session: Session
 ) -> None:
     browser.get(f"{site}/workers")
-    assert "No workers have registered" in browser.find_element(By.ID, "workers-table").text
+    assert "No workers have registered" in _read(lambda: browser.find_element(By.ID, "workers-table").text)
     assert browser.find_element(By.CSS_SELECTOR, 'nav a.here').text == "Workers"
     session.execute("create table side_effects (key text primary key, job_id uuid, at timestamptz default now())")
     session.execute("grant all on side_effects to public")
@@ -98,9 +117,9 @@ def test_a_worker_appears_holds_a_job_and_disappears_on_the_open_page(
         assert worker.run({"type": "e2e.slow"}).status_code == 202
         _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'tr[data-held-by="{worker_id}"] a.job'),
               "its job is not listed")
-        link = browser.find_element(By.CSS_SELECTOR, f'tr[data-held-by="{worker_id}"] a.job')
-        assert link.text == str(job) and link.get_attribute("href").endswith(f"/jobs/{job}")
-        row = browser.find_element(By.CSS_SELECTOR, f'tr.worker[data-worker="{worker_id}"]').text
+        text, href = _read(lambda: _link(browser, f'tr[data-held-by="{worker_id}"] a.job'))
+        assert text == str(job) and href.endswith(f"/jobs/{job}")
+        row = _read(lambda: browser.find_element(By.CSS_SELECTOR, f'tr.worker[data-worker="{worker_id}"]').text)
         assert "pg_net" in row and "e2e.slow" in row
         browser.save_screenshot(str(ARTIFACTS / "workers.png"))
         _shots(browser, "dashboard-workers")
@@ -111,7 +130,7 @@ def test_a_worker_appears_holds_a_job_and_disappears_on_the_open_page(
             worker.kill()
     _wait(browser, lambda d: _state(d, worker_id) == "gone", "the worker did not turn gone")
     assert not browser.find_elements(By.CSS_SELECTOR, f'tr[data-held-by="{worker_id}"]')
-    assert "1 gone" in browser.find_element(By.ID, "worker-counts").text
+    assert "1 gone" in _read(lambda: browser.find_element(By.ID, "worker-counts").text)
     browser.save_screenshot(str(ARTIFACTS / "workers-gone.png"))
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == []

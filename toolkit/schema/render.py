@@ -121,19 +121,20 @@ def render_record(settings: Settings, migration: Migration) -> str:
     return environment().get_template("record_migration.sql").render(context)
 
 
-def render_unit(settings: Settings, migration: Migration) -> str:
+def render_unit(settings: Settings, migration: Migration, *, bootstrap: bool = True) -> str:
     """What one deploy transaction runs: bootstrap, the migration (up to its outside-transaction
-    marker, see outside.py), its history row."""
-    return "\n".join(
-        (render_bootstrap(settings), outside.inside(migration.sql), render_record(settings, migration))
-    )
+    marker, see outside.py), its history row. ``bootstrap=False``: a later migration of a script
+    whose first one bootstrapped (same transaction, the search_path already set)."""
+    head = (render_bootstrap(settings),) if bootstrap else ()
+    return "\n".join((*head, outside.inside(migration.sql), render_record(settings, migration)))
 
 
-def render_fresh_unit(settings: Settings, migration: Migration) -> str:
+def render_fresh_unit(settings: Settings, migration: Migration, *, bootstrap: bool = True) -> str:
     """render_unit plus the migration's outside-transaction statements in their in-transaction form:
     what a fresh install (empty tables, one transaction) runs for ``migration``."""
     _, steps = outside.split(migration.sql, f"migration {migration.version}_{migration.name}")
-    return "\n".join([render_unit(settings, migration), *(outside.transaction_form(s) for s in steps)])
+    unit = render_unit(settings, migration, bootstrap=bootstrap)
+    return "\n".join([unit, *(outside.transaction_form(s) for s in steps)])
 
 
 def render_deploy_unit(settings: Settings, migration: Migration) -> str:
@@ -167,8 +168,8 @@ def render_script(
     )
     body = "\n".join(
         f"-- ---- migration {m.version}_{m.name} (sha256 {m.checksum}) ----\n"
-        + render_fresh_unit(settings, m)
-        for m in chosen
+        + render_fresh_unit(settings, m, bootstrap=i == 0)  # one transaction: bootstrap once
+        for i, m in enumerate(chosen)
     )
     if chosen and chosen[0].version == "0001":  # a fresh install: every constraint valid at the end
         body += "\n" + environment().get_template("validate_fresh.sql").render(_context(settings))

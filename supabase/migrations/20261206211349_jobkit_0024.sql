@@ -206,23 +206,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0001', 'baseline', 'd6ef0e236dc96b1094114dbb8c42013abb5b7011abfd786177746ccda690c30e');
 
 -- ---- migration 0002_finite_run_at (sha256 e2e7400470e065bd1ee635b6c13cabc1629e7c4e4133cef24e77b680439f9161) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0002: a job's scheduled_for is a finite time. enqueue took 'infinity' and '-infinity' as
 -- run_at, and then `jobkit status` (age arithmetic) and `jobkit jobs show` (Python has no infinite
 -- datetime) broke on them. Rows that already have one are repaired first: '-infinity' means "due
@@ -246,23 +229,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0002', 'finite_run_at', 'e2e7400470e065bd1ee635b6c13cabc1629e7c4e4133cef24e77b680439f9161');
 
 -- ---- migration 0003_dashboard (sha256 4e04f1407d33a89bfa87b6d4d73a9b0c71235998db6f19a10b5623ff795e6123) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0003: what the dashboard (`jobkit dashboard`) reads and writes. Indexes that keep its
 -- pages fast at millions of jobs, the audit table of operator actions, and bulk forms of the
 -- operator actions that run in bounded batches.
@@ -297,23 +263,6 @@ create index if not exists jobs_finished_idx on "jobkit".jobs (completed_at) inc
     where status in ('completed', 'dead', 'cancelled');
 create index if not exists job_attempts_finished_idx on "jobkit".job_attempts (finished_at);
 -- ---- migration 0004_trace_context (sha256 8b6144ead7dd5c95581fe359bd0a01909e4cf644beb606379b7bdd7a57dc358e) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0004: the enqueuer's OpenTelemetry trace context travels with the job. jobs.trace_context
 -- holds the W3C carrier ({"traceparent": ..., "tracestate": ...}) the enqueuer's propagator wrote, or
 -- null (tracing not configured, or a job enqueued from SQL without one); claim_jobs returns it, so
@@ -336,23 +285,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0004', 'trace_context', '8b6144ead7dd5c95581fe359bd0a01909e4cf644beb606379b7bdd7a57dc358e');
 
 -- ---- migration 0005_fairness (sha256 e7ef869bb18e94e02ea58b6a6808f88ae7adc98de199ada44eb41ac275fe9f56) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0005: fairness and control. Concurrency keys with per-key and per-type running limits
 -- enforced at claim time, round-robin claims across keys, pausing a type or a type's key,
 -- telling a worker that its running job was cancelled, debounce and throttle at enqueue.
@@ -409,23 +341,6 @@ create index if not exists jobs_key_claim_idx
 create index if not exists jobs_key_running_idx on "jobkit".jobs (type, concurrency_key)
     where status = 'processing' and concurrency_key is not null;
 -- ---- migration 0006_results (sha256 b859558b0038b112d28f73555a5d07eaac82e7ddcf6ec5cd260005a347534f68) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0006: results for the producer. `jobkit.wait()` learns that a job finished from a
 -- notification on the channel '<schema>_done' (payload: the finished jobs' ids, comma-separated,
 -- at most 200 per notification), sent by the statements that finish jobs: complete_jobs, fail_jobs
@@ -443,23 +358,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0006', 'results', 'b859558b0038b112d28f73555a5d07eaac82e7ddcf6ec5cd260005a347534f68');
 
 -- ---- migration 0007_job_owner (sha256 c911b8a28fcfd2ebc9843d35b8fb7ff0760c868f0f217bccdee454c8f6af9c01) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0007: a job may belong to one of the app's users (Supabase auth.users.id). Set only by
 -- the per-user API ([user_api] in jobkit.toml, sql/user_api.sql) from the caller's JWT, never by
 -- the caller; null for every other job, so the partial index costs the other jobs nothing.
@@ -472,23 +370,6 @@ values ('0007', 'job_owner', 'c911b8a28fcfd2ebc9843d35b8fb7ff0760c868f0f217bccde
 create index if not exists jobs_owner_idx on "jobkit".jobs (owner, created_at)
     where owner is not null;
 -- ---- migration 0008_fair_claims (sha256 0e12a9cf18caaca6a96f0445d583a7a609e57420700f19b6438ab80362b340ba) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0008: faster fair claims; debounced and throttled jobs carry the enqueuer's trace context.
 --
 -- The two concurrency-key indexes keep one entry per job (no B-tree deduplication).
@@ -512,23 +393,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0008', 'fair_claims', '0e12a9cf18caaca6a96f0445d583a7a609e57420700f19b6438ab80362b340ba');
 
 -- ---- migration 0009_released_outcome (sha256 59eb29b3727a76c74034690d3693efc5b26ecc7a8944d0b784194072bd830a6b) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0009: a job handed back by a stopping worker is recorded as 'released', no longer as
 -- 'snoozed': the dashboard's rate-limit page counted those releases as rate-limit snoozes (of
 -- types with no rate limit). Past releases are relabelled; the check is swapped live-safely: added
@@ -550,23 +414,6 @@ where ctid operator(pg_catalog.=) any (array(
     where a.outcome operator(pg_catalog.=) 'snoozed' and a.error operator(pg_catalog.=) 'released by a stopping worker'
     limit null));
 -- ---- migration 0010_wake_once (sha256 8ba187171ee845cc2373bffe469990fcfb78ea3485aaa70d4bba5f450cd121c3) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0010: a wake-up is accepted once per fleet, and wake-ups coalesce across transactions.
 --
 -- Accepted once: the worker consumes each signed wake-up's signature here (consume_wake), so a
@@ -609,23 +456,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0010', 'wake_once', '8ba187171ee845cc2373bffe469990fcfb78ea3485aaa70d4bba5f450cd121c3');
 
 -- ---- migration 0011_user_api_owner (sha256 0b66f872ad6dd7917ccfffe981210e10fa40c97dc702f2ad40ddb6be7c75185b) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0011: a job's owner is any JWT subject (text), and concurrency-key templates can name the owner.
 --
 -- Supabase's third-party auth (Clerk, Auth0, Firebase, Cognito) signs users in with subjects that are
@@ -676,23 +506,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0011', 'user_api_owner', '0b66f872ad6dd7917ccfffe981210e10fa40c97dc702f2ad40ddb6be7c75185b');
 
 -- ---- migration 0012_known_types (sha256 90c106a397882418f9eb6b3836a7abde7cb10fad107b3a9d0c7d95f7dfc6661f) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0012: the job types workers serve are recorded, and a job's time stays inside the year 9999.
 --
 -- known_types: a worker records the types it has handlers for when it starts (record_types, one
@@ -729,23 +542,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0012', 'known_types', '90c106a397882418f9eb6b3836a7abde7cb10fad107b3a9d0c7d95f7dfc6661f');
 
 -- ---- migration 0013_audit_skipped (sha256 c843e1d70ded159017b9d42d4cb29f26d615b54a9c8f2e4c70626254f3d4ad5e) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0013: an operator action's audit row counts the jobs it left alone, by reason.
 --
 -- The CLI and the dashboard act through one operator API (toolkit/ops/operate.py): a job that
@@ -761,23 +557,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0013', 'audit_skipped', 'c843e1d70ded159017b9d42d4cb29f26d615b54a9c8f2e4c70626254f3d4ad5e');
 
 -- ---- migration 0014_waiters (sha256 941aaed97af97ba6531735fc46c0c263fc8cd5e123b72d511a8b7499930872f3) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0014: the completion notification goes out only for jobs someone waits on (issue 23).
 --
 -- Every finishing statement (complete_jobs, fail_jobs, cancel_job, sweep_stuck) sent a NOTIFY on
@@ -799,23 +578,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0014', 'waiters', '941aaed97af97ba6531735fc46c0c263fc8cd5e123b72d511a8b7499930872f3');
 
 -- ---- migration 0015_triggers (sha256 cb6c13fb347440fd90021ca8fe0ae748ac23b31d484ee0f721c5d96de4ca2c77) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0015: declared row triggers (issue 24): [triggers.<name>] in jobkit.toml makes a row change
 -- on an app table a job, enqueued in the same transaction by a statement-level trigger.
 --
@@ -850,23 +612,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0015', 'triggers', 'cb6c13fb347440fd90021ca8fe0ae748ac23b31d484ee0f721c5d96de4ca2c77');
 
 -- ---- migration 0016_steps (sha256 46acbef2a6ee1ab6e6bfc255dd3b2a4ce40f257a4ae3c24344366f525ea32a5f) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0016: durable steps (issue 25, item 1). ctx.step stores each completed step's result, one
 -- row per (job, step name, occurrence): the n-th call of that name within one execution of the
 -- handler. A retry reads them back (load_steps) and does not run a completed step again. A step
@@ -896,23 +641,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0016', 'steps', '46acbef2a6ee1ab6e6bfc255dd3b2a4ce40f257a4ae3c24344366f525ea32a5f');
 
 -- ---- migration 0017_created_index_optin (sha256 2fa7a8dd747f1834765da23079ce9f6b664ccac365dbfc4e9df3d791a524d8d7) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0017: the dashboard's keyset index jobs_created_idx (0003) is opt-in (issue 23).
 --
 -- Every enqueue wrote an entry into it (+20% WAL per job, bench.index_cost), also in deployments
@@ -928,23 +656,6 @@ values ('0017', 'created_index_optin', '2fa7a8dd747f1834765da23079ce9f6b664ccac3
 
 drop index if exists "jobkit".jobs_created_idx;
 -- ---- migration 0018_flow_states (sha256 8fd90b4dc5f5bb72cbb58b58f9c371a8d418cba4b60baae67c8f6da7255bae33) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0018: two job states for workflows (issue 25). 'waiting': a durable job that called
 -- ctx.sleep / ctx.wait_for_event / ctx.wait_for_jobs; its attempt ended without being consumed and
 -- it becomes due again at its wake time or when what it waits for arrives. 'blocked': a job of a
@@ -963,23 +674,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0018', 'flow_states', '8fd90b4dc5f5bb72cbb58b58f9c371a8d418cba4b60baae67c8f6da7255bae33');
 
 -- ---- migration 0019_waits_events (sha256 9cf41be85359becdbdf0ab4975e927842d1e4566751e7ee3096f35e8fd053497) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0019: sleeps, waits and events (issue 25, items 2 and 3). A durable job's handler that
 -- calls ctx.sleep / ctx.wait_for_event / ctx.wait_any / ctx.wait_for_jobs ends its attempt without
 -- consuming it; the job goes 'waiting' (0018) and its open wait is one row of job_waits (at most one
@@ -1045,23 +739,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0019', 'waits_events', '9cf41be85359becdbdf0ab4975e927842d1e4566751e7ee3096f35e8fd053497');
 
 -- ---- migration 0020_flows (sha256 3fc79f27079caca6edee436a76ccdf7db657591f348c04c2493137459de574bf) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0020: job graphs (issue 25, items 4-6). jobkit.flow() inserts a whole graph in one
 -- transaction: its jobs carry the flow's id, its edges are rows of job_edges, and a child waits in
 -- 'blocked' (0018) with blocked_by counting the parents that have not ended yet. A parent that ends
@@ -1110,23 +787,6 @@ values ('0020', 'flows', '3fc79f27079caca6edee436a76ccdf7db657591f348c04c2493137
 create index if not exists jobs_flow_idx on "jobkit".jobs (flow_id) where flow_id is not null;
 create index if not exists jobs_blocked_idx on "jobkit".jobs (flow_id) where status operator(pg_catalog.=) 'blocked';
 -- ---- migration 0021_workers (sha256 50129ef4bf3607d6d82e8f176a35ad6958e66addc2b6b7b84647a1c8c35a82e4) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0021: live workers (issue 27). Each worker process registers when it starts and writes a
 -- heartbeat every few seconds (worker_beat, one small upsert of its own row, off the claim and
 -- completion paths); a clean shutdown marks its row gone (worker_gone); the stuck sweep marks gone
@@ -1158,23 +818,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0021', 'workers', '50129ef4bf3607d6d82e8f176a35ad6958e66addc2b6b7b84647a1c8c35a82e4');
 
 -- ---- migration 0022_dashboard_states (sha256 8788f465c3c97deef99cb3219fac1e92509dcd1cee6cb3116ad357c67600c212) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0022: the dashboard's state bar and "run now" (issue 27).
 --
 -- 'waiting' and 'blocked' jobs (0018) had no index of their own, so counting them read the jobs
@@ -1203,23 +846,6 @@ create index if not exists jobs_parked_idx on "jobkit".jobs (type, status)
     where status operator(pg_catalog.=) any ('{waiting,blocked}');
 create index if not exists jobs_cancelled_idx on "jobkit".jobs (type) where status = 'cancelled';
 -- ---- migration 0023_cheaper_checks (sha256 aca3eb3fa95f6431fd15808dbc19ac5eec9c51a3447055e6f68cb99ce41d9fb4) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0023: the same three checks on jobs in forms that cost less to enforce (issue 23). A CHECK
 -- constraint's stored expression is read back from its text form (stringToNode) and prepared again
 -- by every INSERT and UPDATE statement, so its cost per single-row enqueue grows with the size of
@@ -1249,23 +875,6 @@ insert into "jobkit".schema_migrations (version, name, checksum)
 values ('0023', 'cheaper_checks', 'aca3eb3fa95f6431fd15808dbc19ac5eec9c51a3447055e6f68cb99ce41d9fb4');
 
 -- ---- migration 0024_cheaper_steps_gathers (sha256 ae27a6c9cc7fca270785cebbb649d2052177a31b20119ed18c7ebf26fc4f366f) ----
--- jobkit bootstrap: the schema and the migration history table.
--- Runs before every migration, in the same transaction, so a failed first migration leaves nothing.
--- Names below resolve in pg_catalog whatever the deploying session's search_path (objects planted
--- in public are never bound into a default, a constraint or a policy); for this transaction only.
-select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-create schema if not exists "jobkit";
-revoke all on schema "jobkit" from public;
-
-create table if not exists "jobkit".schema_migrations (
-    version    text primary key,
-    name       text not null,
-    checksum   text not null,
-    applied_at timestamptz not null default now()
-);
-alter table "jobkit".schema_migrations enable row level security;
-revoke all on "jobkit".schema_migrations from public;
-
 -- jobkit 0024: cheaper durable steps and gathers (issue 25's benchmarks).
 --
 -- Durable steps' records without CHECK constraints (the cost per step). A

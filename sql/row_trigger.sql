@@ -35,10 +35,8 @@ pg_catalog.jsonb_build_object({% for c in cols %}{{ c | literal }}, {{ rel }}.{{
         select {% if key %}{{ alias }}.{{ key | ident }}::pg_catalog.text{% else %}{{ pk_key(alias) }}{% endif %} as key,
                {{ payload_value() }} as payload
 {%- else %}
-        select {{ type | literal }}::pg_catalog.text as type,
-               {{ payload_value() }} as payload,
-               {{ pk_object(alias) }} as pk,
-               {% if idempotency == "pk" %}{{ name | literal }} operator(pg_catalog.||) ':' operator(pg_catalog.||) {{ pk_object(alias) }}::pg_catalog.text{% else %}null::pg_catalog.text{% endif %} as idempotency_key
+        select {{ pk_object(alias) }} as pk,
+               {{ payload_value() }} as payload
 {%- endif %}
         from {% if op == "update" %}{{ source("new") }}
         join {{ source("old") }} on {{ pk_join() }}{% else %}{{ source(alias) }}{% endif %}
@@ -76,31 +74,30 @@ end
 revoke all on function {{ s }}.{{ fn | ident }}() from public
 {%- else -%}
 -- [triggers.{{ name }}], {{ op }} on {{ table_label }}: a statement-level AFTER trigger whose transition
--- table(s) feed one insert into jobkit's jobs table per statement, in the statement's transaction. That
--- insert is the engine's bulk path: jobs_wake_on_insert (sql/functions/70_wake.sql) fires once for it
--- and coalesces the wake-ups as for any enqueue. No HTTP call happens here. The constant part of
--- jobs.source is one jsonb literal (parsed once per plan): building it per row cost about 10% of
--- a job row (docs/BENCHMARKS.md, issue 24).
+-- table(s) feed one insert into jobkit's row_inbox per statement, in the statement's transaction: a
+-- narrow logged row per changed row (its primary key and the declared payload; no index), which
+-- move_row_inbox (sql/functions/72_row_inbox.sql) makes into a job off this transaction, when the
+-- type's worker claims or the stuck sweep runs. A job row with its index entries cost the inserting
+-- transaction 2.8 times a plain app insert (docs/BENCHMARKS.md, issue 24). The statement wakes the
+-- type's worker once, through the engine's coalesced path (_wake_for, sql/functions/70_wake.sql).
+-- No HTTP call happens here. Idempotency: {{ idempotency or "none" }} (the move reads it from row_triggers.spec).
 -- SECURITY DEFINER (it runs as jobkit's owner, whoever changes the row), search_path pinned empty:
 -- every name below is qualified, except in `when`, the declared condition over new/old.
 create or replace function {{ s }}.{{ fn | ident }}() returns trigger
 language plpgsql volatile security definer set search_path = '' as {{ tag }}
 #variable_conflict use_column
+declare
+    jobkit_rows bigint;
 begin
-    insert into {{ s }}.jobs (type, payload, idempotency_key, concurrency_key, source)
-    select r.type, r.payload, r.idempotency_key,
-           coalesce(case when t.key_template is not null then {{ s }}._render_key(t.key_template, r.payload) end,
-                    case when t.fair then '' end),
-           {{ source_constant | literal }}::pg_catalog.jsonb operator(pg_catalog.||) pg_catalog.jsonb_build_object('pk', r.pk)
+    insert into {{ s }}.row_inbox (name, op, type, pk, payload)
+    select {{ name | literal }}, {{ op | literal }}, {{ type | literal }}, r.pk, r.payload
     from (
 {{ select() }}
-    ) r
-    left join {{ s }}.job_types t on t.type operator(pg_catalog.=) r.type
-{%- if idempotency == "pk" %}
-    on conflict (type, idempotency_key)
-        where idempotency_key is not null and status in ('pending', 'processing')
-        do nothing
-{%- endif %};
+    ) r;
+    get diagnostics jobkit_rows = row_count;
+    if jobkit_rows operator(pg_catalog.>) 0 then
+        perform {{ s }}._wake_for({{ type | literal }}, jobkit_rows, null);
+    end if;
     return null;
 end
 {{ tag }};

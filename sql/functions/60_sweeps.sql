@@ -18,6 +18,7 @@ declare
 begin
     perform {{ s }}.sweep_waits();  -- waits nothing resolved (a lost wake-up): 47_waits.sql
     perform {{ s }}.sweep_workers();
+    perform {{ s }}.move_row_inbox();  -- row triggers' staged rows whose wake-up was lost (72_row_inbox.sql)
     with expired as (
         select e.id, {{ s }}.attempt_limit(e.max_attempts, e.handler_max_attempts,
                                           coalesce(t.max_attempts, d.max_attempts)) as round_limit

@@ -147,6 +147,9 @@ begin
     if exists (select 1 from {{ s }}.pauses p where p.type = p_type and p.key is null) then
         return null;  -- paused: nothing to wait for
     end if;
+    if exists (select 1 from {{ s }}.row_inbox i where i.type = p_type) then
+        return now();  -- staged by a row trigger: the next claim moves it (72_row_inbox.sql)
+    end if;
     select j.priority into v_priority from {{ s }}.jobs j
     where j.type = p_type and j.status = 'pending' order by j.priority desc limit 1;
     while v_priority is not null loop

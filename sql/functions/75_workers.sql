@@ -1,6 +1,6 @@
 -- The public API: live workers
 -- sql/functions/75_workers.sql: worker presence (0021): the heartbeat upsert, the clean shutdown's mark, the sweep of workers that stopped beating, and each worker's state.
--- Applied in file-name order (after 70_wake.sql, before 80_rate_limits.sql); sql/functions/README.md says how deploy applies these files.
+-- Applied in file-name order (after 72_row_inbox.sql, before 80_rate_limits.sql); sql/functions/README.md says how deploy applies these files.
 
 -- A worker's state: 'gone' once its shutdown or the sweep marked it, 'stale' once it has missed
 -- three heartbeats (at least 10 seconds), else 'alive'.

@@ -85,11 +85,17 @@ delete from {{ s }}.row_triggers r
 where r.name operator(pg_catalog.=) %(name)s and r.op operator(pg_catalog.=) %(op)s
 
 -- name: row_trigger_jobs
--- Jobs each trigger made in the last hour (jobs.source, 0015), by trigger name.
-select j.source operator(pg_catalog.->>) 'trigger' as name, pg_catalog.count(*) as jobs
-from {{ s }}.jobs j
-where j.created_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
-  and j.source is not null
+-- Jobs each trigger made in the last hour (jobs.source, 0015), by trigger name, counting the rows it
+-- staged that are not jobs yet (row_inbox, 0026: a moved row's job keeps its staged_at as created_at).
+select x.name, pg_catalog.count(*) as jobs
+from (select j.source operator(pg_catalog.->>) 'trigger' as name
+      from {{ s }}.jobs j
+      where j.created_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')
+        and j.source is not null
+      union all
+      select i.name
+      from {{ s }}.row_inbox i
+      where i.staged_at operator(pg_catalog.>) (pg_catalog.now() operator(pg_catalog.-) interval '1 hour')) x
 group by 1
 
 -- name: row_trigger_events

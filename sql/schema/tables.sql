@@ -327,6 +327,19 @@ create table {{ s }}.row_triggers (
 -- occurrence), written fenced by the attempt; a step that raised is kept as 'failed' with its error
 -- and runs again on the next attempt. No foreign key (like job_attempts): prune and delete remove a
 -- job's steps with it.
+-- The declared row triggers' inbox (0026): one narrow row per changed row, written by the trigger in
+-- the changing transaction (a heap insert, no index), made into jobs off it by move_row_inbox (the
+-- claim of the type, the stuck sweep). It holds only what has not been moved yet.
+create table {{ s }}.row_inbox (
+    name      text not null,  -- the declared trigger ([triggers.<name>])
+    op        text not null,  -- its operation: insert, update or delete
+    type      text not null,  -- the job type it makes
+    pk        jsonb not null, -- the changed row's primary key, {"column": value, ...}
+    payload   jsonb not null, -- the job's payload as declared
+    staged_at timestamptz not null default now()  -- the changing transaction's start: the job's created_at
+) with (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
+        autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 10000);
+
 create table {{ s }}.job_steps (
     job_id      uuid not null,
     name        text not null,  -- 1 to 200 characters (save_steps checks it; no CHECK since 0024)
@@ -449,6 +462,7 @@ alter table {{ s }}.wake_nonces enable row level security;
 alter table {{ s }}.wake_drains enable row level security;
 alter table {{ s }}.wake_sent enable row level security;
 alter table {{ s }}.row_triggers enable row level security;
+alter table {{ s }}.row_inbox enable row level security;
 alter table {{ s }}.job_steps enable row level security;
 alter table {{ s }}.waiters enable row level security;
 alter table {{ s }}.job_waits enable row level security;

@@ -2,8 +2,9 @@
 Database Webhooks do) against jobkit's row trigger, both committed, then `pg_ctl stop -m immediate`
 before pg_net's worker sends anything, then a restart. pg_net keeps its queue in an unlogged table,
 which a crash restart empties: the webhook side loses every queued request. jobkit's jobs are in a
-logged table written in the same transaction as the rows: every one is there after the restart,
-and a real worker then runs each exactly once. Both counts are printed ([faults] lines)."""
+logged table written in the same transaction as the rows (row_inbox, 0026: staged, made into jobs by
+the claim or the stuck sweep): every one is there after the restart, and a real worker then runs
+each exactly once. Both counts are printed ([faults] lines)."""
 
 from __future__ import annotations
 
@@ -68,11 +69,14 @@ def test_a_crash_before_pg_net_sends_loses_the_webhooks_but_no_job(
 
         webhooks_left = _one(webhook_db, "select count(*) from net.http_request_queue")
         rows_left = _one(webhook_db, "select count(*) from public.users")
+        staged = _one(fault_url, "select count(*) from jobkit.row_inbox where name = 'welcome'")
+        moved = _one(fault_url, "select jobkit.move_row_inbox()")  # as the type's claim or the stuck sweep
         jobs = _one(fault_url, "select count(*) from jobkit.jobs where source->>'trigger' = 'welcome'")
         print(f"[faults] crash before send: webhook side {webhooks_left}/{BURST} requests left "
-              f"({rows_left} rows committed); jobkit side {jobs}/{BURST} jobs")
+              f"({rows_left} rows committed); jobkit side {staged}/{BURST} rows staged, "
+              f"{jobs}/{BURST} jobs after the move")
         assert rows_left == BURST and webhooks_left == 0
-        assert jobs == BURST
+        assert staged == moved == jobs == BURST
 
         with psycopg.connect(fault_url, autocommit=True) as conn:
             ids = [r[0] for r in conn.execute("select id from jobkit.jobs where type = 'fault.work'").fetchall()]

@@ -236,6 +236,7 @@ def test_list_doctor_check_and_a_change_from_type_to_emit(shop: str, session: Se
     assert _deploy(shop, EVENTS, paid=PAID, placed=as_type) == ["trigger placed (insert on public.orders) changed"]
     assert session.scalar("select oid from pg_trigger where tgname = 'jobkit_placed_ins'") == oid
     session.execute("insert into orders (id) values (4)")
+    assert session.scalar("select jobkit.move_row_inbox()") == 1
     assert session.scalar("select count(*) from jobkit.jobs where type = 'order_placed'") == 1
     assert session.scalar("select count(*) from jobkit.events where name = 'order.placed'") == 3
 

@@ -98,6 +98,7 @@ def test_jobkit_render_applied_by_psql_makes_the_triggers_deploy_makes(tmp_path:
         conn.execute("update orders set status = 'paid' where id <= 10")
         conn.execute("insert into \"LineItems\" values (1, 1, 'a'), (1, 2, 'b')")
         conn.execute("delete from \"LineItems\" where \"no\" = 2")
+    assert _one(fresh_db, "select jobkit.move_row_inbox()") == 113  # staged rows become jobs (claim, sweep)
     counts = dict(_one(fresh_db, "select jsonb_object_agg(type, n) from (select type, count(*) n from jobkit.jobs "
                                  "group by type) c"))
     assert counts == {"order_placed": 100, "send_receipt": 10, "line_changed": 3}
@@ -136,6 +137,7 @@ def test_the_supabase_files_make_change_and_remove_the_triggers(tmp_path: Path, 
     assert _check(fresh_db, placed=PLACED, receipt=RECEIPT) == []
     with psycopg.connect(fresh_db, autocommit=True) as conn:
         conn.execute("insert into orders (id) values (1)")
+    assert _one(fresh_db, "select jobkit.move_row_inbox()") == 1
     assert _one(fresh_db, "select count(*) from jobkit.jobs where type = 'order_placed'") == 1
 
     # a changed `when` and a removed trigger: a new file replaces the function and drops the other
@@ -151,6 +153,7 @@ def test_the_supabase_files_make_change_and_remove_the_triggers(tmp_path: Path, 
     with psycopg.connect(fresh_db, autocommit=True) as conn:
         conn.execute("update orders set status = 'paid'")
         conn.execute("update orders set status = 'paid'")  # matches the new `when` again
+    assert _one(fresh_db, "select jobkit.move_row_inbox()") == 2
     assert _one(fresh_db, "select count(*) from jobkit.jobs where type = 'send_receipt'") == 1  # idempotency pk
 
     # none declared any more: one more file removes the last

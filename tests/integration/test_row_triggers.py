@@ -1,6 +1,8 @@
-"""Declared row triggers (issue 24): a row change on an app table becomes a job in the same
-transaction, through a statement-level trigger that enqueues once per statement. Real PostgreSQL;
-every assertion is on what the database did (jobs, wake-ups, the catalog). Insert throughput is
+"""Declared row triggers (issue 24): a row change on an app table is staged in the same
+transaction (jobkit.row_inbox, 0026), through a statement-level trigger that writes once per
+statement and wakes the type's worker, and becomes a job when the type is claimed or the stuck
+sweep runs (move_row_inbox, sql/functions/72_row_inbox.sql). Jobs are counted after that move.
+Real PostgreSQL; every assertion is on what the database did (jobs, wake-ups, the catalog). Insert throughput is
 in bench.triggers (docs/BENCHMARKS.md "Issue 24: row triggers"); the crash test against a per-row
 pg_net webhook is in tests/faults/test_trigger_crash.py."""
 
@@ -46,7 +48,13 @@ def _scalar(url: str, query: str, params: Any = None) -> Any:
         return row[0] if row else None
 
 
+def _moved(url: str) -> int:
+    """The staged rows made into jobs, as a claim or the stuck sweep does (move_row_inbox)."""
+    return int(_scalar(url, "select jobkit.move_row_inbox()"))
+
+
 def _jobs(url: str, job_type: str) -> int:
+    _moved(url)
     return int(_scalar(url, "select count(*) from jobkit.jobs where type = %s", (job_type,)))
 
 
@@ -80,6 +88,7 @@ def test_single_row_transactions_each_make_their_job(shop: str) -> None:
     with psycopg.connect(shop, autocommit=True) as conn:
         for i in range(n):
             conn.execute("insert into orders (id, email) values (%s, %s)", (i, f"{i}@x"))
+    assert _scalar(shop, "select count(*) from jobkit.jobs") == 0  # staged, not jobs yet
     assert _jobs(shop, "order_placed") == n
     assert _scalar(shop, "select count(distinct source->'pk') from jobkit.jobs") == n
 
@@ -89,6 +98,8 @@ def test_a_rolled_back_change_makes_no_job(shop: str) -> None:
         conn.execute("insert into orders (id) select g from generate_series(1, 100) g")
         conn.execute("update orders set status = 'paid'")
         conn.rollback()
+    assert _scalar(shop, "select count(*) from jobkit.row_inbox") == 0
+    assert _moved(shop) == 0
     assert _scalar(shop, "select count(*) from jobkit.jobs") == 0
 
 
@@ -120,6 +131,7 @@ def test_idempotency_on_the_primary_key_holds_under_sixteen_concurrent_updaters(
                         # flip paid <-> new: every flip to paid matches `when`
                         conn.execute("update orders set status = case when status = 'paid' then 'new' "
                                      "else 'paid' end where id = %s", (row_id,))
+                    conn.execute("select jobkit.move_row_inbox('send_receipt')")  # 16 concurrent movers
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -129,6 +141,7 @@ def test_idempotency_on_the_primary_key_holds_under_sixteen_concurrent_updaters(
     for t in threads:
         t.join(120)
     assert not errors, errors
+    _moved(shop)
     per_row = _scalar(shop, "select max(n) from (select count(*) as n from jobkit.jobs where type = 'send_receipt'"
                             " and status in ('pending', 'processing') group by idempotency_key) c")
     assert per_row == 1  # one unfinished job per row and trigger, however many updates matched
@@ -163,6 +176,7 @@ def test_a_trigger_on_an_auth_users_table_owned_by_another_role(cluster: Any, ad
         with psycopg.connect(auth_url, autocommit=True) as conn:  # the auth service signs a user up
             user = conn.execute("insert into auth.users (email) values ('ada@example.com') returning id").fetchone()
         assert user is not None
+        assert _moved(owner_url) == 1  # as jobkit's owner, as the claim or the stuck sweep runs it
         job = _scalar(fresh_db, "select jsonb_build_object('payload', payload, 'source', source) from jobkit.jobs")
         assert job == {"payload": {"id": str(user[0]), "email": "ada@example.com"},
                        "source": {"trigger": "welcome", "table": "auth.users", "op": "insert",
@@ -226,6 +240,7 @@ def test_deploy_manages_its_triggers_and_never_others(shop: str) -> None:
     assert _scalar(shop, "select oid from pg_trigger where tgname = 'jobkit_placed_ins'") == oid
     with psycopg.connect(shop, autocommit=True) as conn:
         conn.execute("insert into orders (id) values (1)")
+    assert _moved(shop) == 1
     assert _scalar(shop, "select payload from jobkit.jobs") == {"id": 1}
     # removed from jobkit.toml: dropped with its function; the app's own trigger stays
     assert _deploy(shop, receipt=RECEIPT) == ["trigger placed (insert on public.orders) removed"]
@@ -271,6 +286,9 @@ def test_triggers_list_shows_table_events_condition_type_and_jobs_of_the_last_ho
     result = CliRunner().invoke(cli, ["triggers", "list", "--json", "--db-url", shop])
     assert result.exit_code == 0, result.output
     assert {r["name"]: r["jobs_last_hour"] for r in json.loads(result.output)} == {"placed": 7, "receipt": 3}
+    assert _moved(shop) == 10  # staged rows counted above; as jobs now, the same counts
+    rows = {r.name: r for r in list_triggers(Database(shop), _settings(shop))}
+    assert (rows["placed"].jobs_last_hour, rows["receipt"].jobs_last_hour) == (7, 3)
 
 
 def test_the_dashboard_has_a_triggers_section(shop: str) -> None:

@@ -17,7 +17,6 @@ the function only: the trigger, and its table, are left alone.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -72,7 +71,6 @@ def render(settings: Settings, config: TriggerConfig, op: str, table: Table | No
         "table_name": config.table,
         "name": config.name, "fn": config.function_name(op), "tag": BODY_TAG, "type": config.type,
         "table_label": config.qualified, "when": config.when,
-        "source_constant": json.dumps({"op": op, "table": config.qualified, "trigger": config.name}),
         "idempotency": config.idempotency, "emit": config.emit, "key": config.key,
         "payload": config.payload, "pk": list(table.pk) if table else None,
         "columns": sorted(table.columns.items()) if table else None,

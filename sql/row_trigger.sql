@@ -7,11 +7,14 @@
     sql/row_triggers_apply.sql fills in from the catalog when it runs, to the same text. -#}
 {%- set alias = "old" if op == "delete" else "new" -%}
 {%- set trial = part == "trial" -%}
+{#- a job trigger stages json (text, checked only: cheaper to build than jsonb per row), an emit trigger's
+    _emit_many takes jsonb -#}
+{%- set j = "jsonb" if emit else "json" -%}
 {%- macro object(rel, cols) -%}
-pg_catalog.jsonb_build_object({% for c in cols %}{{ c | literal }}, {{ rel }}.{{ c | ident }}{% if not loop.last %}, {% endif %}{% endfor %})
+pg_catalog.{{ j }}_build_object({% for c in cols %}{{ c | literal }}, {{ rel }}.{{ c | ident }}{% if not loop.last %}, {% endif %}{% endfor %})
 {%- endmacro -%}
 {%- macro pk_object(rel) -%}
-{%- if pk is none %}/*jobkit:pk_object:{{ rel }}*/{% else %}{{ object(rel, pk) }}{% endif -%}
+{%- if pk is none %}/*jobkit:pk_{{ "object" if emit else "json" }}:{{ rel }}*/{% else %}{{ object(rel, pk) }}{% endif -%}
 {%- endmacro -%}
 {%- macro pk_key(rel) -%}
 {%- if pk is none %}/*jobkit:pk_key:{{ rel }}*/{% elif pk | length == 1 %}{{ rel }}.{{ pk[0] | ident }}::pg_catalog.text{% else %}pg_catalog.jsonb_build_array({% for c in pk %}{{ rel }}.{{ c | ident }}{% if not loop.last %}, {% endif %}{% endfor %})::pg_catalog.text{% endif -%}
@@ -28,15 +31,19 @@ pg_catalog.jsonb_build_object({% for c in cols %}{{ c | literal }}, {{ rel }}.{{
 {%- if trial %}{{ shaped(rel) }}{% else %}jobkit_{{ rel }} as {{ rel }}{% endif -%}
 {%- endmacro -%}
 {%- macro payload_value() -%}
-{% if payload == "row" %}pg_catalog.to_jsonb({{ alias }}.*){% elif payload == "pk" %}{{ pk_object(alias) }}{% else %}{{ object(alias, payload) }}{% endif %}
+{% if payload == "row" %}pg_catalog.to_{{ j }}({{ alias }}.*){% elif payload == "pk" %}{{ pk_object(alias) }}{% else %}{{ object(alias, payload) }}{% endif %}
+{%- endmacro -%}
+{%- macro staged(rel) -%}
+{#- a job trigger's staged row: its payload's columns and its primary key's, one object (the move,
+    sql/functions/72_row_inbox.sql, takes the payload and the key apart) -#}
+{% if payload == "row" %}pg_catalog.to_json({{ rel }}.*){% elif payload == "pk" %}{{ pk_object(rel) }}{% elif pk is none %}/*jobkit:staged:{{ rel }}*/{% else %}{{ object(rel, payload | list + (pk | reject("in", payload) | list)) }}{% endif %}
 {%- endmacro -%}
 {%- macro select() -%}
 {%- if emit %}
         select {% if key %}{{ alias }}.{{ key | ident }}::pg_catalog.text{% else %}{{ pk_key(alias) }}{% endif %} as key,
                {{ payload_value() }} as payload
 {%- else %}
-        select {{ pk_object(alias) }} as pk,
-               {{ payload_value() }} as payload
+        select {{ staged(alias) }} as staged
 {%- endif %}
         from {% if op == "update" %}{{ source("new") }}
         join {{ source("old") }} on {{ pk_join() }}{% else %}{{ source(alias) }}{% endif %}
@@ -75,7 +82,8 @@ revoke all on function {{ s }}.{{ fn | ident }}() from public
 {%- else -%}
 -- [triggers.{{ name }}], {{ op }} on {{ table_label }}: a statement-level AFTER trigger whose transition
 -- table(s) feed one insert into jobkit's row_inbox per statement, in the statement's transaction: a
--- narrow logged row per changed row (its primary key and the declared payload; no index), which
+-- narrow logged row per changed row (the declared payload's and the primary key's columns, one json
+-- object: cheaper to build per row than jsonb, and built once; no index), which
 -- move_row_inbox (sql/functions/72_row_inbox.sql) makes into a job off this transaction, when the
 -- type's worker claims or the stuck sweep runs. A job row with its index entries cost the inserting
 -- transaction 2.8 times a plain app insert (docs/BENCHMARKS.md, issue 24). The statement wakes the
@@ -89,8 +97,8 @@ language plpgsql volatile security definer set search_path = '' as {{ tag }}
 declare
     jobkit_rows bigint;
 begin
-    insert into {{ s }}.row_inbox (name, op, type, pk, payload)
-    select {{ name | literal }}, {{ op | literal }}, {{ type | literal }}, r.pk, r.payload
+    insert into {{ s }}.row_inbox (name, op, type, staged)
+    select {{ name | literal }}, {{ op | literal }}, {{ type | literal }}, r.staged
     from (
 {{ select() }}
     ) r;

@@ -100,6 +100,10 @@ begin
                        from pg_catalog.unnest(v_pk) with ordinality as k(c, ord));
             v_fn := pg_catalog.replace(v_fn, '/*jobkit:pk_object:' || v_alias || '*/', v_fill);
             v_trial := pg_catalog.replace(v_trial, '/*jobkit:pk_object:' || v_alias || '*/', v_fill);
+            -- a job trigger stages json (sql/row_trigger.sql): the same object, built as json
+            v_fill := 'pg_catalog.json_build_object(' || pg_catalog.substr(v_fill, pg_catalog.length('pg_catalog.jsonb_build_object(') + 1);
+            v_fn := pg_catalog.replace(v_fn, '/*jobkit:pk_json:' || v_alias || '*/', v_fill);
+            v_trial := pg_catalog.replace(v_trial, '/*jobkit:pk_json:' || v_alias || '*/', v_fill);
             -- pk_key(): an emit trigger's event key, the primary key as text (several columns: a jsonb array)
             v_fill := (select case when pg_catalog.count(*) = 1
                                    then pg_catalog.min(pg_catalog.concat(v_alias, '."', pg_catalog.replace(k.c, '"', '""'), '"'))
@@ -110,6 +114,20 @@ begin
                        from pg_catalog.unnest(v_pk) with ordinality as k(c, ord));
             v_fn := pg_catalog.replace(v_fn, '/*jobkit:pk_key:' || v_alias || '*/', v_fill);
             v_trial := pg_catalog.replace(v_trial, '/*jobkit:pk_key:' || v_alias || '*/', v_fill);
+            -- staged(): a job trigger's payload columns, then the primary key's not among them, as json
+            v_fill := (select 'pg_catalog.json_build_object('
+                              || pg_catalog.string_agg(
+                                     pg_catalog.concat('''', pg_catalog.replace(k.c, '''', ''''''), ''', ',
+                                                       v_alias, '."', pg_catalog.replace(k.c, '"', '""'), '"'),
+                                     ', ' order by k.ord) || ')'
+                       from (select c.value as c, c.ord
+                             from pg_catalog.jsonb_array_elements_text(coalesce(d->'columns', '[]'))
+                                  with ordinality as c(value, ord)
+                             union all
+                             select p.c, 1000 + p.ord from pg_catalog.unnest(v_pk) with ordinality as p(c, ord)
+                             where not coalesce(d->'columns', '[]') ? p.c) k);
+            v_fn := pg_catalog.replace(v_fn, '/*jobkit:staged:' || v_alias || '*/', v_fill);
+            v_trial := pg_catalog.replace(v_trial, '/*jobkit:staged:' || v_alias || '*/', v_fill);
             v_fill := (select '(select ' || pg_catalog.string_agg(
                                   pg_catalog.concat('null::', pg_catalog.format_type(a.atttypid, a.atttypmod), ' as "',
                                                     pg_catalog.replace(a.attname::text, '"', '""'), '"'),
@@ -146,7 +164,7 @@ begin
                 using hint = 'rename or drop that trigger; jobkit never touches triggers it did not make';
         end if;
         plans := plans || pg_catalog.jsonb_build_array(d || pg_catalog.jsonb_build_object(
-            'rel', v_rel::bigint, 'owner', v_owner, 'owned', v_owned, 'function_sql', v_fn,
+            'pk', pg_catalog.to_jsonb(v_pk), 'rel', v_rel::bigint, 'owner', v_owner, 'owned', v_owned, 'function_sql', v_fn,
             'checksum', pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(v_fn || (d->>'trigger_sql'), 'UTF8')),
                                           'hex')));
     end loop;
@@ -213,7 +231,8 @@ begin
         where t.tgrelid = v_rel and t.tgname = (d->>'trigger')::name;
         insert into {{ s }}.row_triggers as x (name, op, table_name, trigger_name, function_name, spec, checksum,
                                               definition, deployed_at)
-        values (d->>'name', d->>'op', d->>'label', d->>'trigger', d->>'function', d->'spec', d->>'checksum',
+        values (d->>'name', d->>'op', d->>'label', d->>'trigger', d->>'function',
+                (d->'spec') || pg_catalog.jsonb_build_object('pk', d->'pk'), d->>'checksum',
                 v_hash, pg_catalog.now())
         on conflict (name, op) do update
         set table_name = excluded.table_name, trigger_name = excluded.trigger_name,
@@ -233,6 +252,7 @@ begin
         if r.rel is not null then
             execute pg_catalog.format('drop trigger %I on %s', r.trigger_name, r.rel::pg_catalog.regclass);
         end if;
+        perform {{ s }}.move_row_inbox(null, null, r.name);  -- its staged rows, while row_triggers has its spec
         execute pg_catalog.format('drop function if exists %s.%I()', {{ s | literal }}, r.function_name);
         delete from {{ s }}.row_triggers x where x.name = r.name and x.op = r.op;
     end loop;

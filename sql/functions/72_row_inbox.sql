@@ -5,37 +5,54 @@
 -- A declared row trigger ([triggers.<name>], sql/row_trigger.sql) writes one row per changed row into
 -- row_inbox, in the changing transaction, and wakes the type's worker once per statement. Here those
 -- rows become jobs, off that transaction: up to p_limit staged rows (null: all) of p_type (null:
--- every type) are deleted and inserted into jobs in one statement, each with its source (trigger,
--- table, operation, primary key) and, for a trigger declared with idempotency = "pk", the key
--- "<trigger>:<primary key>" (one unfinished job per row and trigger: a row staged again while its
--- job is pending or processing makes no second job). Staged rows another mover holds are skipped
--- (SKIP LOCKED), so concurrent movers never move a row twice; a rolled-back move leaves its rows
--- staged. The jobs' insert fires jobs_wake_on_insert as any enqueue does. Called by claim_jobs for
--- a type that has row triggers (30_claim.sql) and by sweep_stuck for every type (60_sweeps.sql),
--- the backstop for a lost wake-up. Returns how many staged rows it moved.
-create or replace function {{ s }}.move_row_inbox(p_type text default null, p_limit int default null)
+-- every type; p_trigger: only that trigger's) are deleted and inserted into jobs in one statement.
+-- A staged row is one object of the payload's and the primary key's columns; its trigger's
+-- row_triggers.spec (its payload, its primary key's columns) takes it apart into the job's payload
+-- and its source (trigger, table, operation, primary key). For a trigger declared with idempotency =
+-- "pk" the job's key is "<trigger>:<primary key>": one unfinished job per row and trigger (a row
+-- staged again while its job is pending or processing makes no second job). Staged rows another
+-- mover holds are skipped (SKIP LOCKED), so concurrent movers never move a row twice, and the jobs
+-- are inserted in key order, so that two movers that meet on keys wait for each other in one order
+-- and never deadlock. A rolled-back move leaves its rows staged. The insert fires
+-- jobs_wake_on_insert as any enqueue does. Called by claim_jobs for a type that has row triggers
+-- (30_claim.sql), by sweep_stuck for every type (60_sweeps.sql: the backstop for a lost wake-up), and
+-- by deploy before it removes a trigger. Returns how many staged rows it moved.
+create or replace function {{ s }}.move_row_inbox(p_type text default null, p_limit int default null,
+                                                  p_trigger text default null)
 returns int
 language sql volatile set search_path = '' as $$
     with staged as (
         delete from {{ s }}.row_inbox i
         where i.ctid = any (array(
             select x.ctid from {{ s }}.row_inbox x
-            where p_type is null or x.type = p_type
+            where (p_type is null or x.type = p_type) and (p_trigger is null or x.name = p_trigger)
             limit p_limit
             for update skip locked
         ))
-        returning i.name, i.op, i.type, i.pk, i.payload, i.staged_at
-    ), made as (
-        insert into {{ s }}.jobs (type, payload, idempotency_key, concurrency_key, source, created_at)
-        select x.type, x.payload,
-               case when g.spec ->> 'idempotency' = 'pk' then x.name || ':' || x.pk::text end,
-               coalesce(case when t.key_template is not null then {{ s }}._render_key(t.key_template, x.payload) end,
-                        case when t.fair then '' end),
-               jsonb_build_object('trigger', x.name, 'table', g.table_name, 'op', x.op, 'pk', x.pk),
-               x.staged_at
+        returning i.name, i.op, i.type, i.staged::jsonb as staged, i.staged_at
+    ), shaped as (
+        select x.type, x.staged_at,
+               case when jsonb_typeof(g.spec -> 'payload') = 'array'
+                    then x.staged - array(select k from jsonb_array_elements_text(g.spec -> 'pk') k
+                                          where not (g.spec -> 'payload') ? k)
+                    else x.staged end as payload,
+               jsonb_build_object('trigger', x.name, 'table', g.table_name, 'op', x.op, 'pk',
+                                  (select jsonb_object_agg(k, x.staged -> k)
+                                   from jsonb_array_elements_text(g.spec -> 'pk') k)) as source,
+               case when g.spec ->> 'idempotency' = 'pk' then x.name || ':' || (
+                   select jsonb_object_agg(k, x.staged -> k) from jsonb_array_elements_text(g.spec -> 'pk') k
+               )::text end as idempotency_key
         from staged x
         left join {{ s }}.row_triggers g on g.name = x.name and g.op = x.op
+    ), made as (
+        insert into {{ s }}.jobs (type, payload, idempotency_key, concurrency_key, source, created_at)
+        select x.type, x.payload, x.idempotency_key,
+               coalesce(case when t.key_template is not null then {{ s }}._render_key(t.key_template, x.payload) end,
+                        case when t.fair then '' end),
+               x.source, x.staged_at
+        from shaped x
         left join {{ s }}.job_types t on t.type = x.type
+        order by x.type, x.idempotency_key
         on conflict (type, idempotency_key)
             where idempotency_key is not null and status in ('pending', 'processing')
             do nothing

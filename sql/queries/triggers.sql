@@ -80,6 +80,10 @@ set table_name = excluded.table_name, trigger_name = excluded.trigger_name,
     function_name = excluded.function_name, spec = excluded.spec, checksum = excluded.checksum,
     definition = excluded.definition, deployed_at = excluded.deployed_at
 
+-- name: row_trigger_move
+-- A trigger about to be removed: its staged rows become jobs while row_triggers still has its spec.
+select {{ s }}.move_row_inbox(null, null, %(name)s)
+
 -- name: row_trigger_forget
 delete from {{ s }}.row_triggers r
 where r.name operator(pg_catalog.=) %(name)s and r.op operator(pg_catalog.=) %(op)s

@@ -561,7 +561,7 @@ def _row_triggers(config: Path, db_url: str) -> None:
     config.write_text(CONFIG.format(extra=""))
     with psycopg.connect(db_url, autocommit=True) as conn:
         with conn.transaction():
-            conn.execute(render_apply(load_settings(config, env={})))
+            conn.execute(render_apply(load_settings(config, env={})))  # its removal moves the staged rows
         row = conn.execute("select pg_catalog.count(*) from jobkit.jobs where source is not null").fetchone()
         assert conn.execute("select pg_catalog.count(*) from jobkit.row_triggers").fetchone() == (0,)
     assert row is not None and row[0] == 8

@@ -263,7 +263,8 @@ def _apply_one(session: Session, settings: Settings, plan: Planned, row: dict[st
     after = _state(session, settings, plan)
     session.execute(queries(settings.schema)["row_trigger_record"], {
         "name": plan.config.name, "op": plan.op, "table": plan.config.qualified, "trigger": trigger,
-        "function": plan.config.function_name(plan.op), "spec": json_param(plan.config.spec()),
+        "function": plan.config.function_name(plan.op),
+        "spec": json_param({**plan.config.spec(), "pk": list(plan.table.pk)}),  # the move reads pk
         "checksum": plan.checksum, "definition": after["hash"] if after else ""})
     return "added" if row is None else "changed"
 
@@ -281,4 +282,5 @@ def _remove(session: Session, settings: Settings, row: dict[str, Any]) -> None:
     if row["present"]:
         session.execute_utility("drop trigger {trigger} on {table}", identifiers=names)
     session.execute_utility("drop function if exists {function}()", identifiers=names)
+    session.execute(queries(settings.schema)["row_trigger_move"], {"name": row["name"]})
     session.execute(queries(settings.schema)["row_trigger_forget"], {"name": row["name"], "op": row["op"]})

@@ -7,8 +7,8 @@
 -- rows become jobs, off that transaction: up to p_limit staged rows (null: all) of p_type (null:
 -- every type; p_trigger: only that trigger's) are deleted and inserted into jobs in one statement.
 -- A staged row is one object of the payload's and the primary key's columns; its trigger's
--- row_triggers.spec (its payload, its primary key's columns) takes it apart into the job's payload
--- and its source (trigger, table, operation, primary key). For a trigger declared with idempotency =
+-- row_triggers.spec (its payload, its primary key's columns), read once per trigger, takes it apart
+-- into the job's payload and its source (trigger, table, operation, primary key). For a trigger declared with idempotency =
 -- "pk" the job's key is "<trigger>:<primary key>": one unfinished job per row and trigger (a row
 -- staged again while its job is pending or processing makes no second job). Staged rows another
 -- mover holds are skipped (SKIP LOCKED), so concurrent movers never move a row twice, and the jobs
@@ -30,20 +30,32 @@ language sql volatile set search_path = '' as $$
             for update skip locked
         ))
         returning i.name, i.op, i.type, i.staged::jsonb as staged, i.staged_at
-    ), shaped as (
-        select x.type, x.staged_at,
-               case when jsonb_typeof(g.spec -> 'payload') = 'array'
-                    then x.staged - array(select k from jsonb_array_elements_text(g.spec -> 'pk') k
-                                          where not (g.spec -> 'payload') ? k)
-                    else x.staged end as payload,
-               jsonb_build_object('trigger', x.name, 'table', g.table_name, 'op', x.op, 'pk',
-                                  (select jsonb_object_agg(k, x.staged -> k)
-                                   from jsonb_array_elements_text(g.spec -> 'pk') k)) as source,
-               case when g.spec ->> 'idempotency' = 'pk' then x.name || ':' || (
-                   select jsonb_object_agg(k, x.staged -> k) from jsonb_array_elements_text(g.spec -> 'pk') k
-               )::text end as idempotency_key
+    ), specs as (  -- per trigger, once: how its staged object splits into payload and primary key
+        select g.name, g.op, g.table_name, g.spec ->> 'idempotency' = 'pk' as keyed,
+               g.spec ->> 'payload' = 'row' as whole, g.spec -> 'pk' as pk,
+               case when jsonb_typeof(g.spec -> 'payload') = 'array' then array(
+                   select k from jsonb_array_elements_text(g.spec -> 'pk') k
+                   where not (g.spec -> 'payload') ? k)
+               else '{}' end as not_payload,
+               case when jsonb_typeof(g.spec -> 'payload') = 'array' then array(
+                   select k from jsonb_array_elements_text(g.spec -> 'payload') k
+                   where not (g.spec -> 'pk') ? k)
+               else '{}' end as not_pk
+        from {{ s }}.row_triggers g
+        where g.name in (select distinct x.name from staged x)
+    ), split as (
+        select x.type, x.name, x.op, x.staged_at, g.table_name, g.keyed,
+               x.staged - coalesce(g.not_payload, '{}') as payload,  -- no spec (never kept): all of it
+               case when g.whole
+                    then (select jsonb_object_agg(k, x.staged -> k) from jsonb_array_elements_text(g.pk) k)
+                    else x.staged - g.not_pk end as pk
         from staged x
-        left join {{ s }}.row_triggers g on g.name = x.name and g.op = x.op
+        left join specs g on g.name = x.name and g.op = x.op
+    ), shaped as (
+        select x.type, x.staged_at, x.payload,
+               jsonb_build_object('trigger', x.name, 'table', x.table_name, 'op', x.op, 'pk', x.pk) as source,
+               case when x.keyed then x.name || ':' || x.pk::text end as idempotency_key
+        from split x
     ), made as (
         insert into {{ s }}.jobs (type, payload, idempotency_key, concurrency_key, source, created_at)
         select x.type, x.payload, x.idempotency_key,

@@ -308,3 +308,29 @@ def test_the_dashboard_has_a_triggers_section(shop: str) -> None:
     rows = re.findall(r"<tr><td>(\w+)</td><td>([\w.]+)</td>.*?<td class=\"num\">(\d+)</td></tr>", page.text, re.S)
     assert rows == [("placed", "public.orders", "4"), ("receipt", "public.orders", "0")]
     assert "<strong>disabled</strong>" in page.text
+
+
+def test_staged_rows_become_jobs_through_the_claim_the_sweep_and_a_removal(shop: str) -> None:
+    """Off the inserting transaction, each path a staged row takes to be a job: the claim of its type
+    (a worker woken by the trigger), next_due (a worker going idle looks once more), the stuck sweep
+    (the backstop for a lost wake-up), and deploy removing the trigger (its source kept)."""
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("insert into orders (id, email) select g, g || '@x' from generate_series(1, 30) g")
+        assert _scalar(shop, "select count(*) from jobkit.jobs") == 0
+        assert _scalar(shop, "select count(*) from jobkit.row_inbox") == 30
+        assert _scalar(shop, "select jobkit.next_due('order_placed') <= now()") is True
+        assert _scalar(shop, "select jobkit.next_due('send_receipt')") is None  # nothing staged for it
+        claimed = conn.execute("select payload from jobkit.claim_jobs('order_placed', 10, 'w', '1 minute')").fetchall()
+        assert len(claimed) == 10  # the claim moved all 30, then claimed 10 of them
+        assert _scalar(shop, "select count(*) from jobkit.row_inbox") == 0
+        assert _jobs(shop, "order_placed") == 30
+        conn.execute("update orders set status = 'paid' where id <= 4")
+        conn.execute("select count(*) from jobkit.sweep_stuck()")
+        assert _scalar(shop, "select count(*) from jobkit.jobs where type = 'send_receipt'") == 4
+        conn.execute("update orders set status = 'new'")
+        conn.execute("update orders set status = 'paid' where id = 5")
+    assert _scalar(shop, "select count(*) from jobkit.row_inbox") == 1
+    assert _deploy(shop, placed=PLACED) == ["trigger receipt (update on public.orders) removed"]
+    assert _scalar(shop, "select count(*) from jobkit.row_inbox") == 0
+    assert _scalar(shop, "select source from jobkit.jobs where idempotency_key = 'receipt:{\"id\": 5}'") == {
+        "trigger": "receipt", "table": "public.orders", "op": "update", "pk": {"id": 5}}

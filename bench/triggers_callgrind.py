@@ -116,7 +116,7 @@ def main() -> None:
                     help="single: rows beyond the warm-up; bulk: N/50 statements")
     ap.add_argument("--ops", default="single,bulk", help="any of single,bulk,bulkmove")
     ap.add_argument("--variants", default="none,jobkit", help="any of " + ",".join(VARIANTS))
-    ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs (jobkit only)")
+    ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs per variant")
     args = ap.parse_args()
     sides = [working_tree(), *(build(r) for r in args.ref)]
     with tempfile.TemporaryDirectory(prefix="jk-cg-out-") as tmp:
@@ -140,7 +140,7 @@ def _measure(side: Side, variant: str, op: str, args: argparse.Namespace, outdir
         a = dep.instructions(small, outdir / f"{variant}-{op}-small.cg")
         b = dep.instructions(big, outdir / f"{variant}-{op}-big.cg")
         rows = rows_big - rows_small
-        if args.top and variant == "jobkit":
+        if args.top:
             for line in top(outdir / f"{variant}-{op}-small.cg", outdir / f"{variant}-{op}-big.cg", rows,
                             args.top):
                 print("    " + line)

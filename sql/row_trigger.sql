@@ -34,9 +34,11 @@ pg_catalog.{{ j }}_build_object({% for c in cols %}{{ c | literal }}, {{ rel }}.
 {% if payload == "row" %}pg_catalog.to_{{ j }}({{ alias }}.*){% elif payload == "pk" %}{{ pk_object(alias) }}{% else %}{{ object(alias, payload) }}{% endif %}
 {%- endmacro -%}
 {%- macro staged(rel) -%}
-{#- a job trigger's staged row: its payload's columns and its primary key's, one object (the move,
-    sql/functions/72_row_inbox.sql, takes the payload and the key apart) -#}
-{% if payload == "row" %}pg_catalog.to_json({{ rel }}.*){% elif payload == "pk" %}{{ pk_object(rel) }}{% elif pk is none %}/*jobkit:staged:{{ rel }}*/{% else %}{{ object(rel, payload | list + (pk | reject("in", payload) | list)) }}{% endif %}
+{#- a job trigger's staged row: the payload's columns, then the primary key's not among them, as one
+    json object of positional keys (row_to_json of a ROW: f1, f2, ...; json_build_object looked up
+    its keys' types on every row too), which the move (sql/functions/72_row_inbox.sql) names from
+    row_triggers.spec and takes apart; payload "row": the row as json -#}
+{% if payload == "row" %}pg_catalog.to_json({{ rel }}.*){% elif pk is none %}/*jobkit:staged:{{ rel }}*/{% else %}pg_catalog.row_to_json(row({% for c in ((payload | list) if payload != "pk" else []) + (pk | reject("in", (payload | list) if payload != "pk" else []) | list) %}{{ rel }}.{{ c | ident }}{% if not loop.last %}, {% endif %}{% endfor %})){% endif %}
 {%- endmacro -%}
 {%- macro select() -%}
 {%- if emit %}
@@ -83,7 +85,7 @@ revoke all on function {{ s }}.{{ fn | ident }}() from public
 -- [triggers.{{ name }}], {{ op }} on {{ table_label }}: a statement-level AFTER trigger whose transition
 -- table(s) feed one insert into jobkit's row_inbox per statement, in the statement's transaction: a
 -- narrow logged row per changed row (the declared payload's and the primary key's columns, one json
--- object: cheaper to build per row than jsonb, and built once; no index), which
+-- object of positional keys: the cheapest to build per row; no index), which
 -- move_row_inbox (sql/functions/72_row_inbox.sql) makes into a job off this transaction, when the
 -- type's worker claims or the stuck sweep runs. A job row with its index entries cost the inserting
 -- transaction 2.8 times a plain app insert (docs/BENCHMARKS.md, issue 24). The statement wakes the

@@ -114,12 +114,11 @@ begin
                        from pg_catalog.unnest(v_pk) with ordinality as k(c, ord));
             v_fn := pg_catalog.replace(v_fn, '/*jobkit:pk_key:' || v_alias || '*/', v_fill);
             v_trial := pg_catalog.replace(v_trial, '/*jobkit:pk_key:' || v_alias || '*/', v_fill);
-            -- staged(): a job trigger's payload columns, then the primary key's not among them, as json
-            v_fill := (select 'pg_catalog.json_build_object('
+            -- staged(): a job trigger's payload columns, then the primary key's not among them, as a ROW
+            v_fill := (select 'pg_catalog.row_to_json(row('
                               || pg_catalog.string_agg(
-                                     pg_catalog.concat('''', pg_catalog.replace(k.c, '''', ''''''), ''', ',
-                                                       v_alias, '."', pg_catalog.replace(k.c, '"', '""'), '"'),
-                                     ', ' order by k.ord) || ')'
+                                     pg_catalog.concat(v_alias, '."', pg_catalog.replace(k.c, '"', '""'), '"'),
+                                     ', ' order by k.ord) || '))'
                        from (select c.value as c, c.ord
                              from pg_catalog.jsonb_array_elements_text(coalesce(d->'columns', '[]'))
                                   with ordinality as c(value, ord)

@@ -6,9 +6,11 @@
 -- row_inbox, in the changing transaction, and wakes the type's worker once per statement. Here those
 -- rows become jobs, off that transaction: up to p_limit staged rows (null: all) of p_type (null:
 -- every type; p_trigger: only that trigger's) are deleted and inserted into jobs in one statement.
--- A staged row is one object of the payload's and the primary key's columns; its trigger's
--- row_triggers.spec (its payload, its primary key's columns), read once per trigger, takes it apart
--- into the job's payload and its source (trigger, table, operation, primary key). For a trigger declared with idempotency =
+-- A staged row is one object of the payload's and the primary key's columns, keyed f1, f2, ... in
+-- the order staged() in sql/row_trigger.sql writes them (the row itself for payload "row"); its
+-- trigger's row_triggers.spec (its payload, its primary key's columns), read once per trigger, names
+-- them and takes them apart into the job's payload and its source (trigger, table, operation,
+-- primary key). For a trigger declared with idempotency =
 -- "pk" the job's key is "<trigger>:<primary key>": one unfinished job per row and trigger (a row
 -- staged again while its job is pending or processing makes no second job). Staged rows another
 -- mover holds are skipped (SKIP LOCKED), so concurrent movers never move a row twice, and the jobs
@@ -33,6 +35,17 @@ language sql volatile set search_path = '' as $$
     ), specs as (  -- per trigger, once: how its staged object splits into payload and primary key
         select g.name, g.op, g.table_name, g.spec ->> 'idempotency' = 'pk' as keyed,
                g.spec ->> 'payload' = 'row' as whole, g.spec -> 'pk' as pk,
+               -- the staged object's keys f1, f2, ... name these columns (sql/row_trigger.sql's staged())
+               case when g.spec ->> 'payload' = 'row' then null else array(
+                   select c.k from (
+                       select p.k, p.n from jsonb_array_elements_text(
+                           case when jsonb_typeof(g.spec -> 'payload') = 'array' then g.spec -> 'payload'
+                                else '[]' end) with ordinality p(k, n)
+                       union all
+                       select p.k, 1000 + p.n from jsonb_array_elements_text(g.spec -> 'pk') with ordinality p(k, n)
+                       where not (case when jsonb_typeof(g.spec -> 'payload') = 'array' then g.spec -> 'payload'
+                                       else '[]' end) ? p.k
+                   ) c order by c.n) end as names,
                case when jsonb_typeof(g.spec -> 'payload') = 'array' then array(
                    select k from jsonb_array_elements_text(g.spec -> 'pk') k
                    where not (g.spec -> 'payload') ? k)
@@ -43,14 +56,20 @@ language sql volatile set search_path = '' as $$
                else '{}' end as not_pk
         from {{ s }}.row_triggers g
         where g.name in (select distinct x.name from staged x)
-    ), split as (
-        select x.type, x.name, x.op, x.staged_at, g.table_name, g.keyed,
-               x.staged - coalesce(g.not_payload, '{}') as payload,  -- no spec (never kept): all of it
-               case when g.whole
-                    then (select jsonb_object_agg(k, x.staged -> k) from jsonb_array_elements_text(g.pk) k)
-                    else x.staged - g.not_pk end as pk
+    ), named as (
+        select x.type, x.name, x.op, x.staged_at, g.table_name, g.keyed, g.whole, g.pk, g.not_payload, g.not_pk,
+               case when g.names is null then x.staged  -- payload "row" (or no spec, never kept: as staged)
+                    else (select jsonb_object_agg(g.names[i], x.staged -> ('f' || i))
+                          from generate_subscripts(g.names, 1) i) end as staged
         from staged x
         left join specs g on g.name = x.name and g.op = x.op
+    ), split as (
+        select x.type, x.name, x.op, x.staged_at, x.table_name, x.keyed,
+               x.staged - coalesce(x.not_payload, '{}') as payload,
+               case when x.whole
+                    then (select jsonb_object_agg(k, x.staged -> k) from jsonb_array_elements_text(x.pk) k)
+                    else x.staged - x.not_pk end as pk
+        from named x
     ), shaped as (
         select x.type, x.staged_at, x.payload,
                jsonb_build_object('trigger', x.name, 'table', x.table_name, 'op', x.op, 'pk', x.pk) as source,

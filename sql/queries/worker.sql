@@ -81,7 +81,10 @@ select {{ s }}.wake_idle(%(type)s, %(handoff)s) as idle
 
 -- name: load_steps
 -- Jobs' completed durable steps (ctx.step): read at their first step, many jobs in one statement.
-select job_id, name, occurrence, result from {{ s }}.load_steps(%(ids)s::pg_catalog.uuid[])
+-- load_steps' query read directly (prepared once; the SQL function, not inlined because of its
+-- pinned search_path, planned its query again on every call).
+select t.job_id, t.name, t.occurrence, t.result from {{ s }}.job_steps t
+where t.job_id operator(pg_catalog.=) any (%(ids)s::pg_catalog.uuid[]) and t.status operator(pg_catalog.=) 'completed'
 
 -- name: save_steps
 -- Steps' records, many in one statement, fenced by their attempts: the (id, attempt) pairs held.
@@ -90,6 +93,34 @@ select id, attempt from {{ s }}.save_steps(
     %(ids)s::pg_catalog.uuid[], %(attempts)s::int[], %(names)s::pg_catalog.text[],
     %(occurrences)s::int[], %(results)s::pg_catalog.jsonb, %(errors)s::pg_catalog.text[],
     %(tries)s::int[], %(started_at)s::pg_catalog.timestamptz[], %(hold)s)
+
+-- name: save_steps_direct
+-- Steps' records written by the statement itself, fenced by their attempts as save_steps' usual
+-- batch is (the PostgreSQL backend's path for plain steps, prepared: no plpgsql call, no second
+-- query for the answer, no subtransaction): the (id, attempt) pairs held. Its records are the
+-- worker's own (names and occurrences checked by it); a record that meets a stored one makes the
+-- primary key refuse the statement, and the worker sends the batch to save_steps instead.
+with held as (
+    select j.id, j.attempts from {{ s }}.jobs j
+    where j.id operator(pg_catalog.=) any (%(ids)s::pg_catalog.uuid[])
+      and j.status operator(pg_catalog.=) 'processing'
+      and j.attempts operator(pg_catalog.=) any (%(attempts)s::int[])
+), stored as (
+    insert into {{ s }}.job_steps (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
+    select u.id, u.name, u.occurrence, u.attempt,
+           case when u.error is null then 'completed' else 'failed' end,
+           case when u.error is null and pg_catalog.jsonb_typeof(%(results)s::pg_catalog.jsonb
+                    operator(pg_catalog.->) (u.i::int operator(pg_catalog.-) 1)) operator(pg_catalog.<>) 'null'
+                then %(results)s::pg_catalog.jsonb operator(pg_catalog.->) (u.i::int operator(pg_catalog.-) 1) end,
+           u.error, u.tries, u.started_at
+    from rows from (pg_catalog.unnest(%(ids)s::pg_catalog.uuid[]), pg_catalog.unnest(%(attempts)s::int[]),
+                    pg_catalog.unnest(%(names)s::pg_catalog.text[]), pg_catalog.unnest(%(occurrences)s::int[]),
+                    pg_catalog.unnest(%(errors)s::pg_catalog.text[]), pg_catalog.unnest(%(tries)s::int[]),
+                    pg_catalog.unnest(%(started_at)s::pg_catalog.timestamptz[]))
+         with ordinality as u(id, attempt, name, occurrence, error, tries, started_at, i)
+    join held h on h.id operator(pg_catalog.=) u.id and h.attempts operator(pg_catalog.=) u.attempt
+)
+select h.id, h.attempts from held h
 
 -- name: parents
 -- A job's parents as they ended (ctx.parents), in the order the flow gave them.

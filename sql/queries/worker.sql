@@ -99,7 +99,9 @@ select id, attempt from {{ s }}.save_steps(
 -- batch is (the PostgreSQL backend's path for plain steps, prepared: no plpgsql call, no second
 -- query for the answer, no subtransaction): the (id, attempt) pairs held. Its records are the
 -- worker's own (names and occurrences checked by it); a record that meets a stored one makes the
--- primary key refuse the statement, and the worker sends the batch to save_steps instead.
+-- primary key refuse the statement, and the worker sends the batch to save_steps instead. One
+-- function scan (the names, the one array of variable width); the other arrays are read by
+-- subscript (fixed width: no walk from the start).
 with held as (
     select j.id, j.attempts from {{ s }}.jobs j
     where j.id operator(pg_catalog.=) any (%(ids)s::pg_catalog.uuid[])
@@ -107,18 +109,17 @@ with held as (
       and j.attempts operator(pg_catalog.=) any (%(attempts)s::int[])
 ), stored as (
     insert into {{ s }}.job_steps (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
-    select u.id, u.name, u.occurrence, u.attempt,
-           case when u.error is null then 'completed' else 'failed' end,
-           case when u.error is null and pg_catalog.jsonb_typeof(%(results)s::pg_catalog.jsonb
-                    operator(pg_catalog.->) (u.i::int operator(pg_catalog.-) 1)) operator(pg_catalog.<>) 'null'
+    select h.id, u.name, (%(occurrences)s::int[])[u.i], h.attempts,
+           case when (%(errors)s::pg_catalog.text[])[u.i] is null then 'completed' else 'failed' end,
+           case when (%(errors)s::pg_catalog.text[])[u.i] is null
+                 and pg_catalog.jsonb_typeof(%(results)s::pg_catalog.jsonb
+                     operator(pg_catalog.->) (u.i::int operator(pg_catalog.-) 1)) operator(pg_catalog.<>) 'null'
                 then %(results)s::pg_catalog.jsonb operator(pg_catalog.->) (u.i::int operator(pg_catalog.-) 1) end,
-           u.error, u.tries, u.started_at
-    from rows from (pg_catalog.unnest(%(ids)s::pg_catalog.uuid[]), pg_catalog.unnest(%(attempts)s::int[]),
-                    pg_catalog.unnest(%(names)s::pg_catalog.text[]), pg_catalog.unnest(%(occurrences)s::int[]),
-                    pg_catalog.unnest(%(errors)s::pg_catalog.text[]), pg_catalog.unnest(%(tries)s::int[]),
-                    pg_catalog.unnest(%(started_at)s::pg_catalog.timestamptz[]))
-         with ordinality as u(id, attempt, name, occurrence, error, tries, started_at, i)
-    join held h on h.id operator(pg_catalog.=) u.id and h.attempts operator(pg_catalog.=) u.attempt
+           (%(errors)s::pg_catalog.text[])[u.i], (%(tries)s::int[])[u.i],
+           (%(started_at)s::pg_catalog.timestamptz[])[u.i]
+    from pg_catalog.unnest(%(names)s::pg_catalog.text[]) with ordinality as u(name, i)
+    join held h on h.id operator(pg_catalog.=) (%(ids)s::pg_catalog.uuid[])[u.i]
+               and h.attempts operator(pg_catalog.=) (%(attempts)s::int[])[u.i]
 )
 select h.id, h.attempts from held h
 

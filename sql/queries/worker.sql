@@ -82,9 +82,16 @@ select {{ s }}.wake_idle(%(type)s, %(handoff)s) as idle
 -- name: load_steps
 -- Jobs' completed durable steps (ctx.step): read at their first step, many jobs in one statement.
 -- load_steps' query read directly (prepared once; the SQL function, not inlined because of its
--- pinned search_path, planned its query again on every call).
-select t.job_id, t.name, t.occurrence, t.result from {{ s }}.job_steps t
-where t.job_id operator(pg_catalog.=) any (%(ids)s::pg_catalog.uuid[]) and t.status operator(pg_catalog.=) 'completed'
+-- pinned search_path, planned its query again on every call), one probe of job_steps' primary key
+-- per job: the lateral subquery keeps the plan a nested loop whatever the table's statistics say
+-- (a cached plan made while job_steps was small or not analyzed yet scanned all of it).
+select t.job_id, t.name, t.occurrence, t.result
+from pg_catalog.unnest(%(ids)s::pg_catalog.uuid[]) as p(id)
+cross join lateral (
+    select s.job_id, s.name, s.occurrence, s.result from {{ s }}.job_steps s
+    where s.job_id operator(pg_catalog.=) p.id and s.status operator(pg_catalog.=) 'completed'
+    offset 0
+) t
 
 -- name: save_steps
 -- Steps' records, many in one statement, fenced by their attempts: the (id, attempt) pairs held.

@@ -81,7 +81,7 @@ def script(op: str, count: int, setup: str = "") -> tuple[str, int]:
     """The statements for ``count`` operations, and how many jobs they handle."""
     lines = [*filter(None, setup.splitlines())]
     if op in ("steps", "stepsq"):
-        lines += [RUNNING, ANALYZE, PREPARE[op] + (_direct() if op == "stepsq" else "")]
+        lines += [_running(), ANALYZE, PREPARE[op] + (_direct() if op == "stepsq" else "")]
         lines += [_save_steps(k) for k in range(1, count + 1)]
         return "\n".join(lines) + "\n", count * STEPS
     lines.append(PREPARE[op])
@@ -105,11 +105,12 @@ def script(op: str, count: int, setup: str = "") -> tuple[str, int]:
     return "\n".join(lines) + "\n", count * BATCH
 
 
-# STEPS running jobs with known ids (attempt 1), for the steps operation's literal arguments.
-RUNNING = ("insert into jobkit.jobs (id, type, payload, status, attempts, started_at, lease_expires_at, "
-           "worker_id) "
-           f"select ('00000000-0000-4000-8000-' || lpad(g::text, 12, '0'))::uuid, '{JOB_TYPE}', '{{}}', "
-           f"'processing', 1, now(), now() + interval '1 hour', 'w' from generate_series(1, {STEPS}) g")
+def _running() -> str:
+    """STEPS running jobs with known ids (attempt 1), for the steps operation's literal arguments."""
+    return ("insert into jobkit.jobs (id, type, payload, status, attempts, started_at, lease_expires_at, "
+            "worker_id) "
+            f"select ('00000000-0000-4000-8000-' || lpad(g::text, 12, '0'))::uuid, '{JOB_TYPE}', '{{}}', "
+            f"'processing', 1, now(), now() + interval '1 hour', 'w' from generate_series(1, {STEPS}) g")
 
 
 # The running jobs among others (2,000 pending), with statistics: the plans a busy queue gets.
@@ -243,6 +244,11 @@ def measure(dep: Deployed, op: str, n: int, k: int, outdir: Path, setup: str = "
     return (b - a) / jobs, top(outdir / f"{op}-small.cg", outdir / f"{op}-big.cg", jobs, k) if k else []
 
 
+def _set_records(n: int) -> None:
+    global STEPS  # noqa: PLW0603 - the harness's one knob, read by the steps operations' scripts
+    STEPS = n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.callgrind")
     ap.add_argument("--ref", action="append", default=[], help="also measure this commit (repeatable)")
@@ -251,8 +257,10 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs")
     ap.add_argument("--setup", default="", help="statements (one a line) run first in both runs, e.g. to "
                     "switch a feature on or a trigger off")
+    ap.add_argument("--records", type=int, default=STEPS, help="steps/stepsq: records per statement")
     ap.add_argument("--keep", type=Path, default=None, help="keep the callgrind files here")
     args = ap.parse_args()
+    _set_records(args.records)
     sides = [working_tree(), *(build(r) for r in args.ref)]
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,8 @@ Operations, each as the Python client sends it (prepared once, executed N times)
 - emitbulk: ``jobkit._emit_many`` of 1,000 events with keys of their own per statement (what a row
   trigger with ``emit`` calls for a 1,000-row statement), per event;
 - steps: ``save_steps`` of 16 durable steps' records (one step of each of 16 running jobs, a small
-  JSON result each, as the worker's group commit sends them), per record;
+  JSON result each, as the worker's group commit sends them), per record; stepsq: the same records
+  in the PostgreSQL backend's own statement (the worker query save_steps_direct);
 - gather: ``create_flow`` of a gather as ``jobkit.gather`` sends it (1,000 jobs and a fan-in
   callback after all of them, ``p_fan_in``, the types as a JSON array), per job; compare with bulk."""
 
@@ -45,6 +46,9 @@ BULK = 1_000
 BATCH = 100
 STEPS = 16  # records per save_steps statement (the worker's group commit at concurrency 16)
 WARM = 3
+# a prepared statement is planned anew for its first five executions, then its generic plan is
+# built and compared: warm-ups past that, so that the difference is the steady state
+WARM_PLANNED = 8
 
 PREPARE = {
     "single": "prepare op(text, jsonb, int) as select jobkit.enqueue($1, $2, $3)",
@@ -59,6 +63,8 @@ PREPARE = {
               "'5 min') c), '[]')::text, false)"),
     "steps": ("prepare op(uuid[], int[], text[], int[], jsonb, text[], int[], timestamptz[]) as "
               "select count(*) from jobkit.save_steps($1, $2, $3, $4, $5, $6, $7, $8, false)"),
+    # the PostgreSQL backend's own statement for the same records (worker query save_steps_direct)
+    "stepsq": "prepare op(uuid[], int[], text[], int[], jsonb, text[], int[], timestamptz[]) as ",
     # the types are a constant of the prepared statement; the payloads are built as bulk's are
     "gather": ("prepare op(int) as select count(*) from jobkit.create_flow(null, "
                "'[" + ",".join(['"bench.item"'] * BULK + ['"bench.done"']) + "]', "
@@ -74,8 +80,8 @@ DONE = ("prepare done as select count(*) from jobkit.complete_jobs("
 def script(op: str, count: int, setup: str = "") -> tuple[str, int]:
     """The statements for ``count`` operations, and how many jobs they handle."""
     lines = [*filter(None, setup.splitlines())]
-    if op == "steps":
-        lines += [RUNNING, PREPARE["steps"]]
+    if op in ("steps", "stepsq"):
+        lines += [_running(), ANALYZE, PREPARE[op] + (_direct() if op == "stepsq" else "")]
         lines += [_save_steps(k) for k in range(1, count + 1)]
         return "\n".join(lines) + "\n", count * STEPS
     lines.append(PREPARE[op])
@@ -99,11 +105,30 @@ def script(op: str, count: int, setup: str = "") -> tuple[str, int]:
     return "\n".join(lines) + "\n", count * BATCH
 
 
-# STEPS running jobs with known ids (attempt 1), for the steps operation's literal arguments.
-RUNNING = ("insert into jobkit.jobs (id, type, payload, status, attempts, started_at, lease_expires_at, "
-           "worker_id) "
-           f"select ('00000000-0000-4000-8000-' || lpad(g::text, 12, '0'))::uuid, '{JOB_TYPE}', '{{}}', "
-           f"'processing', 1, now(), now() + interval '1 hour', 'w' from generate_series(1, {STEPS}) g")
+def _running() -> str:
+    """STEPS running jobs with known ids (attempt 1), for the steps operation's literal arguments."""
+    return ("insert into jobkit.jobs (id, type, payload, status, attempts, started_at, lease_expires_at, "
+            "worker_id) "
+            f"select ('00000000-0000-4000-8000-' || lpad(g::text, 12, '0'))::uuid, '{JOB_TYPE}', '{{}}', "
+            f"'processing', 1, now(), now() + interval '1 hour', 'w' from generate_series(1, {STEPS}) g")
+
+
+# The running jobs among others (2,000 pending), with statistics: the plans a busy queue gets.
+ANALYZE = (f"insert into jobkit.jobs (type, payload) select '{JOB_TYPE}', '{{}}' "
+           "from generate_series(1, 2000); analyze jobkit.jobs")
+
+
+def _direct() -> str:
+    """The save_steps_direct worker query on one line, its parameters numbered as save_steps'."""
+    from jobkit.queries import queries
+
+    order = ["ids", "attempts", "names", "occurrences", "results", "errors", "tries", "started_at"]
+    text = " ".join(ln.split("--")[0] for ln in queries("jobkit")["save_steps_direct"].splitlines())
+    for k, name in enumerate(order, 1):
+        text = text.replace(f"%({name})s", f"${k}")
+    # the same statement, its 16 rows counted instead of printed (as the steps operation counts)
+    text = text.replace("select h.id, h.attempts from held h", "select count(*) from held h")
+    return " ".join(text.split())
 
 
 def _save_steps(k: int) -> str:
@@ -210,24 +235,32 @@ def top(small: Path, big: Path, jobs: int, k: int) -> list[str]:
 
 
 def measure(dep: Deployed, op: str, n: int, k: int, outdir: Path, setup: str = "") -> tuple[float, list[str]]:
-    small, jobs_small = script(op, WARM, setup)
-    big, jobs_big = script(op, WARM + n, setup)
+    warm = WARM_PLANNED if op in ("steps", "stepsq") else WARM
+    small, jobs_small = script(op, warm, setup)
+    big, jobs_big = script(op, warm + n, setup)
     a = dep.instructions(small, outdir / f"{op}-small.cg")
     b = dep.instructions(big, outdir / f"{op}-big.cg")
     jobs = jobs_big - jobs_small
     return (b - a) / jobs, top(outdir / f"{op}-small.cg", outdir / f"{op}-big.cg", jobs, k) if k else []
 
 
+def _set_records(n: int) -> None:
+    global STEPS  # noqa: PLW0603 - the harness's one knob, read by the steps operations' scripts
+    STEPS = n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.callgrind")
     ap.add_argument("--ref", action="append", default=[], help="also measure this commit (repeatable)")
     ap.add_argument("--n", type=int, default=200, help="operations beyond the warm-up (bulk/drain: /10)")
-    ap.add_argument("--ops", default="single,bulk,drain", help="any of single,bulk,drain,steps,gather")
+    ap.add_argument("--ops", default="single,bulk,drain", help="any of single,bulk,drain,steps,stepsq,gather")
     ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs")
     ap.add_argument("--setup", default="", help="statements (one a line) run first in both runs, e.g. to "
                     "switch a feature on or a trigger off")
+    ap.add_argument("--records", type=int, default=STEPS, help="steps/stepsq: records per statement")
     ap.add_argument("--keep", type=Path, default=None, help="keep the callgrind files here")
     args = ap.parse_args()
+    _set_records(args.records)
     sides = [working_tree(), *(build(r) for r in args.ref)]
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
@@ -241,7 +274,7 @@ def run(args: argparse.Namespace, sides: list[Side], outdir: Path) -> None:
     ops = args.ops.split(",")
     for side in sides:
         for op in ops:
-            n = args.n if op in ("single", "emit", "steps") else max(args.n // 10, 2)
+            n = args.n if op in ("single", "emit", "steps", "stepsq") else max(args.n // 10, 2)
             fill = (WARM + n) * BATCH if op == "drain" else 0
             dep = Deployed(side, fill=fill)
             try:

@@ -166,6 +166,14 @@ class Statements:
         """``hold``: lock the held jobs' rows until the transaction ends (a transactional step)."""
         return Statement(self.q["save_steps"], {**steps_params(steps), "hold": hold}, _pairs)
 
+    def save_steps_direct(self, steps: Sequence[StepRecord]) -> Statement[set[tuple[UUID, int]]] | None:
+        """save_steps' usual batch as one prepared statement of its own (no function call), for
+        records whose names and occurrences are valid; None otherwise (save_steps refuses them).
+        A record that meets a stored one fails it with a unique violation: send save_steps then."""
+        if not all(0 < len(r.name) <= 200 and r.occurrence >= 1 for r in steps):
+            return None
+        return Statement(self.q["save_steps_direct"], steps_params(steps), _pairs)
+
     # What a worker needs besides the steps: rate-limit tokens, what is due, its keys.
     def take_tokens(self, key: str, want: int) -> Statement[int]:
         return Statement(self.q["take_tokens"], {"key": key, "want": want}, _count)

@@ -7,10 +7,21 @@
 -- the first steps of many jobs in one statement (group commit).
 create or replace function {{ s }}.load_steps(p_ids uuid[])
 returns table (job_id uuid, name text, occurrence int, result jsonb)
-language sql stable set search_path = '' as $$
+language plpgsql stable set search_path = '' set plan_cache_mode = force_generic_plan as $$
+begin
+    -- plpgsql, so that its plan is kept (a SQL function with a pinned search_path is not inlined
+    -- and planned its query on every call); one primary-key probe per job through a lateral
+    -- subquery, so that the kept generic plan does not scan the table whatever its statistics
+    -- said when it was made (the worker's load_steps query is the same).
+    return query
     select t.job_id, t.name, t.occurrence, t.result
-    from {{ s }}.job_steps t
-    where t.job_id = any (p_ids) and t.status = 'completed'
+    from (select distinct u.id from pg_catalog.unnest(p_ids) as u(id)) p
+    cross join lateral (
+        select s.job_id, s.name, s.occurrence, s.result from {{ s }}.job_steps s
+        where s.job_id = p.id and s.status = 'completed'
+        offset 0
+    ) t;
+end
 $$;
 
 -- Whether one of these step names is longer than 200 characters (save_steps' check, run only when
@@ -78,13 +89,13 @@ begin
             ), stored as (
                 insert into {{ s }}.job_steps
                     (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
-                select u.id, u.name, u.occurrence, u.attempt,
+                -- one function scan (the names, of variable width); the fixed-width arrays by subscript
+                select h.id, u.name, p_occurrences[u.i], h.attempts,
                        case when p_errors[u.i] is null then 'completed' else 'failed' end,
                        case when p_errors[u.i] is null then nullif(p_results -> (u.i::int - 1), 'null'::jsonb) end,
                        p_errors[u.i], greatest(coalesce(p_tries[u.i], 1), 1), coalesce(p_started_at[u.i], now())
-                from unnest(p_ids, p_attempts, p_names, p_occurrences)
-                     with ordinality as u(id, attempt, name, occurrence, i)
-                join held h on h.id = u.id and h.attempts = u.attempt
+                from unnest(p_names) with ordinality as u(name, i)
+                join held h on h.id = p_ids[u.i] and h.attempts = p_attempts[u.i]
             )
             select pg_catalog.array_agg(h.id), pg_catalog.array_agg(h.attempts) into v_held, v_attempts
             from held h;

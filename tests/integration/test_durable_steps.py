@@ -9,7 +9,7 @@ import asyncio
 from collections import Counter
 from datetime import timedelta
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import jobkit
 import pytest
@@ -221,3 +221,8 @@ def test_save_steps_without_checks_refuses_what_they_refused_and_replaces_only_f
                        (job.id,))
     assert [(r["name"][:2], r["status"], r["result"]) for r in rows] == [
         ("a", "completed", "a"), ("b", "completed", "b2"), ("ok", "completed", 2), ("yy", "completed", 1)]
+    # load_steps (a lateral probe per job since h25) reads each job's completed steps once, even
+    # when the job is asked for twice, and nothing for a job without steps
+    loaded = session.all("select name, result from jobkit.load_steps(%s::uuid[]) order by name",
+                         ([job.id, job.id, uuid4()],))
+    assert [(r["name"][:2], r["result"]) for r in loaded] == [("a", "a"), ("b", "b2"), ("ok", 2), ("yy", 1)]

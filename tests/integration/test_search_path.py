@@ -644,7 +644,10 @@ def _manager(session: Session) -> None:
     step = StepRecord(fair[0].id, fair[0].attempts, "charge", 1, '{"ok": 1}', None, 1, datetime.now(UTC))
     held = manager.session.run(manager.sql.save_steps([step], hold=True))
     assert held == {(fair[0].id, fair[0].attempts)}
-    assert manager.session.run(manager.sql.load_steps([fair[0].id])) == {(fair[0].id, "charge", 1): {"ok": 1}}
+    direct = manager.sql.save_steps_direct([step._replace(occurrence=2)])  # the worker's own statement
+    assert direct is not None and manager.session.run(direct) == held
+    assert manager.session.run(manager.sql.load_steps([fair[0].id])) == {
+        (fair[0].id, "charge", 1): {"ok": 1}, (fair[0].id, "charge", 2): {"ok": 1}}
     # Sleeps, waits and events (47_waits.sql): each kind of wait, and each way one is resolved.
     session.execute(f"insert into {ident(SCHEMA)}.event_config (name, types) values ('paid', '{{manual}}')")
     manager.enqueue_many([NewJob("waits", {}) for _ in range(4)])

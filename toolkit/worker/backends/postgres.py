@@ -14,10 +14,13 @@ from functools import update_wrapper
 from typing import Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
 
+from ...connector import sqlstate
 from ...connector.aio import AsyncPool
+from ...exceptions import DatabaseError
 from ...jobs import NewJob, StepRecord, TraceContext
 from ...lifecycle import Statement, Statements
 
+UNIQUE_VIOLATION = "23505"
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -38,6 +41,7 @@ class PostgresBackend:
     def __init__(self, url: str, schema: str = "jobkit", *, max_size: int = 10, prepare: bool = True) -> None:
         self.pool = AsyncPool(url, max_size=max_size, prepare=prepare)
         self.sql = Statements(schema)
+        self.prepare = prepare
 
     async def open(self) -> None:
         await self.pool.open()
@@ -90,7 +94,19 @@ class PostgresBackend:
         return await self.pool.run(self.sql.load_steps(job_ids)) if job_ids else {}
 
     async def save_steps(self, steps: Sequence[StepRecord], hold: bool = False) -> set[tuple[UUID, int]]:
-        return await self.pool.run(self.sql.save_steps(steps, hold)) if steps else set()
+        """Plain steps' records go as one prepared statement of their own (save_steps_direct: no
+        plpgsql call); a transactional step's (hold), a batch the direct form refuses (a record that
+        meets a stored one) and unprepared sessions (the transaction pooler) call save_steps."""
+        if not steps:
+            return set()
+        direct = None if hold or not self.prepare else self.sql.save_steps_direct(steps)
+        if direct is not None:
+            try:
+                return await self.pool.run(direct)
+            except DatabaseError as exc:
+                if sqlstate(exc) != UNIQUE_VIOLATION:
+                    raise
+        return await self.pool.run(self.sql.save_steps(steps, hold))
 
     def listen(self, channel: str) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         """A LISTEN session on ``channel`` (its own connection): the NOTIFY wake-ups."""

@@ -1,0 +1,25 @@
+-- jobkit 0025: five partial indexes on jobs become two (issue 23).
+--
+-- Every partial index's predicate is evaluated on every insert and every update that is not HOT
+-- (each claim and completion), whether or not the row belongs in it: the five (jobs_dead_idx,
+-- jobs_parked_idx, jobs_cancelled_idx from 0003/0022, jobs_flow_idx and jobs_blocked_idx from
+-- 0020) cost every job about 4,100 instructions to claim and complete (bench.callgrind). Two
+-- indexes answer the same reads:
+-- - jobs_state_idx (status, type), only dead, cancelled, waiting and blocked rows: the dashboard's
+--   state bar and overview (per state, per type), the sweep's blocked jobs (_sweep_blocked) and
+--   the waits' overdue ones; status first, so one state is one range of it;
+-- - jobs_flow_state_idx (flow_id, status), only jobs of a flow: a flow's jobs, and its blocked or
+--   pending ones.
+-- The new ones are built CONCURRENTLY before the old ones are dropped CONCURRENTLY, so writers go
+-- on and no read is left without an index in between.
+
+-- jobkit:outside-transaction
+create index concurrently if not exists jobs_state_idx on {{ s }}.jobs (status, type)
+    where status operator(pg_catalog.=) any ('{dead,cancelled,waiting,blocked}');
+create index concurrently if not exists jobs_flow_state_idx on {{ s }}.jobs (flow_id, status)
+    where flow_id is not null;
+drop index concurrently if exists {{ s }}.jobs_dead_idx;
+drop index concurrently if exists {{ s }}.jobs_parked_idx;
+drop index concurrently if exists {{ s }}.jobs_cancelled_idx;
+drop index concurrently if exists {{ s }}.jobs_flow_idx;
+drop index concurrently if exists {{ s }}.jobs_blocked_idx;

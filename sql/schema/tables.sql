@@ -74,10 +74,10 @@ create table {{ s }}.jobs (
     -- Python's datetime (jobs show, the dashboard) ends with the year 9999, in every time zone
     constraint jobs_scheduled_for_year_9999 check (scheduled_for < '9999-12-31 00:00:00+00'::timestamptz),
     constraint jobs_trace_context_object
-        check (pg_catalog.jsonb_typeof(trace_context) = 'object'),  -- null passes (0023)
+        check (trace_context operator(pg_catalog.@>) '{}'::jsonb),  -- objects only; null passes (0025)
     constraint jobs_concurrency_key_length check (pg_catalog.length(concurrency_key) <= 1000),
     constraint jobs_progress_object
-        check (pg_catalog.jsonb_typeof(progress) = 'object')  -- null passes (0023)
+        check (progress operator(pg_catalog.@>) '{}'::jsonb)  -- objects only; null passes (0025)
 ) with (
     autovacuum_vacuum_scale_factor = 0.02,
     autovacuum_vacuum_insert_scale_factor = 0.02,

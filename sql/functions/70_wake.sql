@@ -209,14 +209,28 @@ language plpgsql volatile security definer set search_path = '' as $$
 declare
     v_memo text := pg_catalog.current_setting({{ (schema ~ ".wakes") | literal }}, true);
     v_mine jsonb;
-    v_calls int := 0;
-    v_rows bigint := coalesce(p_due, 0);
+    v_calls int;
+    v_rows bigint;
     v_at timestamptz;
     v_batch int;
     v_fanout int;
-    v_want int := 1;
+    v_want int;
     v_void text;
 begin
+    -- The commonest call (a single enqueue): one due job, nothing recorded yet in this transaction.
+    -- What the general path below would do, in four expressions instead of twelve (each plpgsql
+    -- expression is prepared again in every transaction: about 5,000 instructions).
+    if p_due = 1 and coalesce(v_memo, '') = '' then
+        if {{ s }}._wake_needed(p_type) then
+            v_void := {{ s }}._send_wake(p_type, 1);
+        end if;
+        v_void := pg_catalog.set_config({{ (schema ~ ".wakes") | literal }},
+                                        '{' || pg_catalog.to_json(p_type)::text || ':[1,1,null,null,null]}', true);
+        return;
+    end if;
+    v_calls := 0;
+    v_rows := coalesce(p_due, 0);
+    v_want := 1;
     if v_memo <> '' then  -- null or '': nothing recorded in this transaction
         v_mine := v_memo::jsonb -> p_type;
         if v_mine is not null then
@@ -408,13 +422,10 @@ declare
 begin
     select n.type, n.scheduled_for, exists (select from new_jobs m where m.status = 'pending' offset 1)
     into v_type, v_at, v_more from new_jobs n where n.status = 'pending' limit 1;
-    if v_type is null then
-        return null;
-    end if;
-    if not v_more then  -- one pending row: _wake_for as an expression
+    if not v_more then  -- one pending row: _wake_for as an expression (no row: v_more is null)
         v_void := {{ s }}._wake_for(v_type, (v_at <= pg_catalog.now())::int,
                                     case when v_at > pg_catalog.now() then v_at end);
-    else
+    elsif v_more then
         perform {{ s }}._wake_for(n.type, n.due, n.at)
         from (select n.type, count(*) filter (where n.scheduled_for <= pg_catalog.now()) as due,
                      min(n.scheduled_for) filter (where n.scheduled_for > pg_catalog.now()) as at

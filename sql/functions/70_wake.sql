@@ -259,7 +259,9 @@ begin
         v_want := least(v_fanout, pg_catalog.ceil(v_rows::numeric / v_batch)::int);
     end if;
     if v_rows > 0 and v_calls = 0 then
-        -- the first due-now wake-up: _wake_needed also says false for a type not to be woken
+        -- the first due-now wake-up: _wake_needed also says false for a type not to be woken, and
+        -- the record then counts the call as made (a pause lifted later in this same transaction
+        -- by anything but resume_type, which wakes by itself, leaves its jobs to the cron wake-up)
         if {{ s }}._wake_needed(p_type) then
             v_void := {{ s }}._send_wake(p_type, v_want);
         end if;

@@ -215,17 +215,19 @@ declare
     v_batch int;
     v_fanout int;
     v_want int;
+    v_send boolean;
     v_void text;
 begin
     -- The commonest call (a single enqueue): one due job, nothing recorded yet in this transaction.
     -- What the general path below would do, in four expressions instead of twelve (each plpgsql
     -- expression is prepared again in every transaction: about 5,000 instructions).
     if p_due = 1 and coalesce(v_memo, '') = '' then
-        if {{ s }}._wake_needed(p_type) then
+        v_send := {{ s }}._wake_needed(p_type);  -- null: the type is not woken, nothing to record
+        if v_send then
             v_void := {{ s }}._send_wake(p_type, 1);
         end if;
-        v_void := pg_catalog.set_config({{ (schema ~ ".wakes") | literal }},
-                                        '{' || pg_catalog.to_json(p_type)::text || ':[1,1,null,null,null]}', true);
+        v_void := pg_catalog.set_config({{ (schema ~ ".wakes") | literal }}, case when v_send is not null
+            then '{' || pg_catalog.to_json(p_type)::text || ':[1,1,null,null,null]}' else '' end, true);
         return;
     end if;
     v_calls := 0;
@@ -259,10 +261,11 @@ begin
         v_want := least(v_fanout, pg_catalog.ceil(v_rows::numeric / v_batch)::int);
     end if;
     if v_rows > 0 and v_calls = 0 then
-        -- the first due-now wake-up: _wake_needed also says false for a type not to be woken, and
-        -- the record then counts the call as made (a pause lifted later in this same transaction
-        -- by anything but resume_type, which wakes by itself, leaves its jobs to the cron wake-up)
-        if {{ s }}._wake_needed(p_type) then
+        -- the first due-now wake-up: _wake_needed says null for a type not to be woken
+        v_send := {{ s }}._wake_needed(p_type);
+        if v_send is null then
+            return;
+        elsif v_send then
             v_void := {{ s }}._send_wake(p_type, v_want);
         end if;
         v_calls := v_want;
@@ -310,8 +313,9 @@ $$;
 -- end of the transaction, keeps a worker from going idle (wake_idle) until this enqueue has ended,
 -- so its job is never left behind. Outside READ COMMITTED the snapshot may predate a worker going
 -- idle, so it always sends. The record is written under a try-lock: no enqueue waits for another.
--- False also for a type that is not to be woken (_wake_on), asked last (issue 23): an enqueue
--- that a drain or a recent wake-up covers does not read job_types or pauses.
+-- Null for a type that is not to be woken (_wake_on), asked last (issue 23): an enqueue that a
+-- drain or a recent wake-up covers does not read job_types or pauses. (False would not do: it is
+-- a wake-up left out for another one, which _wake_for records as made; a paused type records none.)
 create or replace function {{ s }}._wake_needed(p_type text) returns boolean
 language plpgsql volatile set search_path = '' as $$
 declare
@@ -321,7 +325,7 @@ declare
     v_void text;  -- the lock's void result: an assignment is a simple expression, a perform is a query
 begin
     if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
-        return {{ s }}._wake_on(p_type);
+        return case when {{ s }}._wake_on(p_type) then true end;
     end if;
     v_void := pg_catalog.pg_advisory_xact_lock_shared(
         pg_catalog.hashtextextended({{ (schema ~ ".wake:") | literal }} || p_type, 0));
@@ -336,7 +340,7 @@ begin
         return false;
     end if;
     if not {{ s }}._wake_on(p_type) then
-        return false;
+        return null;
     end if;
     if pg_catalog.pg_try_advisory_xact_lock(
            pg_catalog.hashtextextended({{ (schema ~ ".wake_sent:") | literal }} || p_type, 0)) then

@@ -145,6 +145,20 @@ def test_an_enqueue_of_a_paused_type_does_not_count_as_a_sent_wake_up(
     assert _requests(session) == 1
 
 
+def test_a_pause_lifted_inside_the_transaction_wakes_for_what_follows(
+    wired: Settings, session: Session
+) -> None:
+    """The transaction's record keeps nothing for a paused type's enqueue, so a later statement of
+    the same transaction, after the pause row is gone, sends the wake-up."""
+    manager = Lifecycle(session, "jobkit")
+    session.execute("select jobkit.pause_type('email')")
+    with session.transaction():
+        manager.enqueue(NewJob("email", {}))
+        session.execute("delete from jobkit.pauses where type = 'email'")
+        manager.enqueue(NewJob("email", {}))
+    assert _requests(session) == 1
+
+
 def test_ten_thousand_rows_in_one_statement(wired: Settings, session: Session, server: Server) -> None:
     manager = Lifecycle(session, "jobkit")
     manager.enqueue_many([NewJob(("a", "b")[i % 2], {"i": i}) for i in range(10_000)])

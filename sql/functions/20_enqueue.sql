@@ -33,6 +33,20 @@ begin
     end if;
     -- _job_key inlined (issue 23): a type without a key template or fairness costs one probe of
     -- job_types and no function call. key_template implies fair (job_types_limits_need_fair).
+    if p_idempotency_key is null and p_debounce is null and p_throttle is null then
+        -- nothing to conflict on: a plain insert, the key's probe inside it (one statement fewer:
+        -- -20,000 instructions a single enqueue, issue 23)
+        insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, trace_context,
+                                  concurrency_key)
+        values (p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts,
+                p_trace_context,
+                coalesce(p_concurrency_key,
+                         (select case when t.key_template is not null
+                                      then {{ s }}._render_key(t.key_template, p_payload) else '' end
+                          from {{ s }}.job_types t where t.type = p_type and t.fair)))
+        returning id into v_id;
+        return v_id;
+    end if;
     v_key := p_concurrency_key;
     if v_key is null then
         select case when t.key_template is not null then {{ s }}._render_key(t.key_template, p_payload)
@@ -43,14 +57,6 @@ begin
         return {{ s }}._enqueue_windowed(p_type, p_payload, p_priority, p_run_at, p_max_attempts,
                                         p_idempotency_key, v_key, p_debounce, p_throttle,
                                         p_trace_context);
-    end if;
-    if p_idempotency_key is null then  -- nothing to conflict on: a plain insert
-        insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, trace_context,
-                                  concurrency_key)
-        values (p_type, p_payload, coalesce(p_priority, 0), coalesce(p_run_at, now()), p_max_attempts,
-                p_trace_context, v_key)
-        returning id into v_id;
-        return v_id;
     end if;
     loop
         insert into {{ s }}.jobs (type, payload, priority, scheduled_for, max_attempts, idempotency_key,

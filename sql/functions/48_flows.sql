@@ -198,7 +198,7 @@ $$;
 -- ended without telling their children (a path that missed _settle_children) are settled now; a
 -- child whose parent is gone (deleted) counts that parent as cancelled; a blocked job with nothing
 -- left to wait for in a flow that is not paused is released. Reads only blocked jobs
--- (jobs_blocked_idx): nothing when no graph is blocked. Returns how many jobs it moved.
+-- (jobs_state_idx): nothing when no graph is blocked. Returns how many jobs it moved.
 create or replace function {{ s }}._sweep_blocked() returns int
 language plpgsql volatile set search_path = '' as $$
 declare
@@ -385,7 +385,7 @@ $$;
 -- jobs in the order it gave them (a replayed job after them), each with its status, attempts and end
 -- time; their results, last errors and progress only once every job of the flow ended (completed,
 -- failed, dead or cancelled), so a poll while it runs reads no result. No row: no job has that
--- flow id (an unknown flow, or one whose jobs were pruned). Reads the flow's jobs by jobs_flow_idx.
+-- flow id (an unknown flow, or one whose jobs were pruned). Reads the flow's jobs by jobs_flow_state_idx.
 create or replace function {{ s }}.flow_state(p_flow uuid)
 returns table (id uuid, status text, result jsonb, last_error text, attempts int, progress jsonb,
                completed_at timestamptz)

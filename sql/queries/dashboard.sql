@@ -38,7 +38,7 @@ from {{ s }}.jobs where lease_expires_at is not null
     and status operator(pg_catalog.=) 'processing' group by type
 
 -- name: dash_stopped
--- Failed and dead jobs per type (jobs_failed_idx, jobs_dead_idx).
+-- Failed and dead jobs per type (jobs_failed_idx, jobs_state_idx).
 select type, pg_catalog.count(*) filter (where status operator(pg_catalog.=) 'failed') as failed,
        pg_catalog.count(*) filter (where status operator(pg_catalog.=) 'dead') as dead
 from (select type, status from {{ s }}.jobs where status operator(pg_catalog.=) 'failed'
@@ -268,12 +268,12 @@ values (%(actor)s, %(action)s, pg_catalog.jsonb_build_object('type', %(type)s::p
 
 -- name: dash_state_counts
 -- Jobs per state, all types or one, each counted up to `bound` rows (pass the bound plus one: a
--- count above the bound means "more than that"). Each state reads its own partial index: pending
+-- count above the bound means "more than that"). Each state reads a partial index: pending
 -- jobs_claim_idx, processing jobs_lease_idx (a processing job's lease is never null: a check says
--- so), completed jobs_finished_idx, failed jobs_failed_idx, dead jobs_dead_idx, cancelled
--- jobs_cancelled_idx and waiting and blocked jobs_parked_idx (0022). Completed and failed jobs
--- are read newest first (the order of jobs_finished_idx and jobs_failed_idx), else the planner
--- may read the table until the bound.
+-- so), completed jobs_finished_idx, failed jobs_failed_idx, and dead, cancelled, waiting and
+-- blocked one range each of jobs_state_idx (0025). Completed and failed jobs are read newest first
+-- (the order of jobs_finished_idx and jobs_failed_idx), else the planner may read the table until
+-- the bound.
 select {{ bounded_state('pending') }} as pending,
        {{ bounded_state('waiting') }} as waiting,
        {{ bounded_state('blocked') }} as blocked,

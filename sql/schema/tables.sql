@@ -74,10 +74,10 @@ create table {{ s }}.jobs (
     -- Python's datetime (jobs show, the dashboard) ends with the year 9999, in every time zone
     constraint jobs_scheduled_for_year_9999 check (scheduled_for < '9999-12-31 00:00:00+00'::timestamptz),
     constraint jobs_trace_context_object
-        check (pg_catalog.jsonb_typeof(trace_context) = 'object'),  -- null passes (0023)
+        check (trace_context operator(pg_catalog.@>) '{}'::jsonb),  -- objects only; null passes (0025)
     constraint jobs_concurrency_key_length check (pg_catalog.length(concurrency_key) <= 1000),
     constraint jobs_progress_object
-        check (pg_catalog.jsonb_typeof(progress) = 'object')  -- null passes (0023)
+        check (progress operator(pg_catalog.@>) '{}'::jsonb)  -- objects only; null passes (0025)
 ) with (
     autovacuum_vacuum_scale_factor = 0.02,
     autovacuum_vacuum_insert_scale_factor = 0.02,
@@ -109,17 +109,13 @@ create index jobs_key_running_idx on {{ s }}.jobs (type, concurrency_key)
 -- One unfinished job per (type, idempotency key).
 create unique index jobs_idempotency_idx on {{ s }}.jobs (type, idempotency_key)
     where idempotency_key is not null and status in ('pending', 'processing');
--- Dead jobs per type for the overview, without walking every finished job. Partial: only
--- dead rows are in it, so the hot path (claims, completions) never writes to it.
-create index jobs_dead_idx on {{ s }}.jobs (type) where status = 'dead';
--- Waiting and blocked jobs per type for the dashboard's state bar (0022): only rows in those two
--- states are in it, so ordinary jobs never write to it.
-create index jobs_parked_idx on {{ s }}.jobs (type, status) where status operator(pg_catalog.=) any ('{waiting,blocked}');
--- Cancelled jobs per type for the state bar (0022): only cancelled rows are in it.
-create index jobs_cancelled_idx on {{ s }}.jobs (type) where status = 'cancelled';
--- A flow's jobs (0020), and its blocked ones (the sweep's backstop, resume_flow); plain jobs are in neither.
-create index jobs_flow_idx on {{ s }}.jobs (flow_id) where flow_id is not null;
-create index jobs_blocked_idx on {{ s }}.jobs (flow_id) where status = 'blocked';
+-- Dead, cancelled, waiting and blocked jobs by state and type (0025; five partial indexes before):
+-- the dashboard's state bar and overview, the sweep's blocked jobs, the waits' overdue ones. Only
+-- rows in those states are in it, so ordinary jobs never write to it.
+create index jobs_state_idx on {{ s }}.jobs (status, type)
+    where status operator(pg_catalog.=) any ('{dead,cancelled,waiting,blocked}');
+-- A flow's jobs (0020), and its blocked or pending ones (0025); plain jobs are not in it.
+create index jobs_flow_state_idx on {{ s }}.jobs (flow_id, status) where flow_id is not null;
 -- The dashboard's jobs page lists newest first with keyset pagination on (created_at, id) and
 -- filters by a time range on created_at. Its index (0003's jobs_created_idx) cost every insert (+20%
 -- WAL a job), so it exists only when jobkit.toml asks for it ([dashboard] created_index = true, 0017):

@@ -120,6 +120,45 @@ def test_many_enqueue_calls_in_one_transaction_wake_once_per_type_plus_fan_out(
     assert counts == {"email": 1, "sms": 4, "push": 1}
 
 
+def test_a_single_enqueue_then_a_batch_in_one_transaction_fans_out(wired: Settings, session: Session) -> None:
+    """The transaction's first record (one due job, written without the settings) is read back by
+    the next statement: 1 + 150 due jobs want ceil(151 / 100) = 2 calls, so one more goes out."""
+    manager = Lifecycle(session, "jobkit")
+    with session.transaction():
+        manager.enqueue(NewJob("email", {}))
+        manager.enqueue_many([NewJob("email", {"i": i}) for i in range(150)])
+    assert _requests(session) == 2
+
+
+def test_an_enqueue_of_a_paused_type_does_not_count_as_a_sent_wake_up(
+    wired: Settings, session: Session
+) -> None:
+    """Coalescing asks the cheap questions first, but a paused type's enqueue records nothing: the
+    next enqueue after the pause ends, within the same second, still wakes the worker."""
+    manager = Lifecycle(session, "jobkit")
+    session.execute("select jobkit.pause_type('email')")
+    manager.enqueue(NewJob("email", {}))
+    assert _requests(session) == 0
+    assert session.scalar("select count(*) from jobkit.wake_sent where type = 'email'") == 0
+    session.execute("delete from jobkit.pauses where type = 'email'")  # no resume_type: it wakes
+    manager.enqueue(NewJob("email", {}))
+    assert _requests(session) == 1
+
+
+def test_a_pause_lifted_inside_the_transaction_wakes_for_what_follows(
+    wired: Settings, session: Session
+) -> None:
+    """The transaction's record keeps nothing for a paused type's enqueue, so a later statement of
+    the same transaction, after the pause row is gone, sends the wake-up."""
+    manager = Lifecycle(session, "jobkit")
+    session.execute("select jobkit.pause_type('email')")
+    with session.transaction():
+        manager.enqueue(NewJob("email", {}))
+        session.execute("delete from jobkit.pauses where type = 'email'")
+        manager.enqueue(NewJob("email", {}))
+    assert _requests(session) == 1
+
+
 def test_ten_thousand_rows_in_one_statement(wired: Settings, session: Session, server: Server) -> None:
     manager = Lifecycle(session, "jobkit")
     manager.enqueue_many([NewJob(("a", "b")[i % 2], {"i": i}) for i in range(10_000)])

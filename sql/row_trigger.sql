@@ -98,6 +98,7 @@ language plpgsql volatile security definer set search_path = '' as {{ tag }}
 #variable_conflict use_column
 declare
     jobkit_rows bigint;
+    jobkit_void text;
 begin
     insert into {{ s }}.row_inbox (name, op, type, staged)
     select {{ name | literal }}, {{ op | literal }}, {{ type | literal }}, r.staged
@@ -106,7 +107,8 @@ begin
     ) r;
     get diagnostics jobkit_rows = row_count;
     if jobkit_rows operator(pg_catalog.>) 0 then
-        perform {{ s }}._wake_for({{ type | literal }}, jobkit_rows, null);
+        -- an assignment, not perform: an expression, not a query run through SPI (issue 24)
+        jobkit_void := {{ s }}._wake_for({{ type | literal }}, jobkit_rows, null);
     end if;
     return null;
 end

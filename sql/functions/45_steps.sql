@@ -1,6 +1,7 @@
 -- The public API: durable steps (ctx.step, issue 25)
 -- sql/functions/45_steps.sql: jobs' completed steps read back on a retry, and steps' records written fenced by their attempts.
 -- Applied in file-name order (after 40_finish.sql, before 50_operate.sql); sql/functions/README.md says how deploy applies these files.
+{% from "shared/steps.sql" import fenced_steps_insert with context %}
 
 -- The completed steps of these jobs: what a retry (or, later, a replay after a wait) returns
 -- instead of running them again. Failed steps are not returned: they run again. The worker reads
@@ -83,20 +84,10 @@ begin
         -- one (a failed step run again, a record sent again, a key twice in the batch) makes the
         -- primary key refuse it, and the batch is written again (the insert undone) as below.
         begin
-            with held as (
-                select j.id, j.attempts from {{ s }}.jobs j
-                where j.id = any (p_ids) and j.status = 'processing' and j.attempts = any (p_attempts)
-            ), stored as (
-                insert into {{ s }}.job_steps
-                    (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
-                -- one function scan (the names, of variable width); the fixed-width arrays by subscript
-                select h.id, u.name, p_occurrences[u.i], h.attempts,
-                       case when p_errors[u.i] is null then 'completed' else 'failed' end,
-                       case when p_errors[u.i] is null then nullif(p_results -> (u.i::int - 1), 'null'::jsonb) end,
-                       p_errors[u.i], greatest(coalesce(p_tries[u.i], 1), 1), coalesce(p_started_at[u.i], now())
-                from unnest(p_names) with ordinality as u(name, i)
-                join held h on h.id = p_ids[u.i] and h.attempts = p_attempts[u.i]
-            )
+            -- the fenced insert (sql/shared/steps.sql), the same text the worker's save_steps_direct runs
+            {{ fenced_steps_insert(ids="p_ids", attempts="p_attempts", names_scan="p_names",
+                                   occurrences="p_occurrences", results="p_results", errors="p_errors",
+                                   tries="p_tries", started_at="p_started_at") | indent(12) }}
             select pg_catalog.array_agg(h.id), pg_catalog.array_agg(h.attempts) into v_held, v_attempts
             from held h;
         exception when unique_violation then

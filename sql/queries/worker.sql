@@ -1,4 +1,5 @@
 -- The worker's hot path: batched claims and fenced batched completions, one statement each.
+{% from "shared/steps.sql" import fenced_steps_insert with context %}
 
 -- name: claim
 -- Only the columns a handler needs, in jobs.Claimed's order (decoding whole rows cost ~25 us a job).
@@ -106,32 +107,21 @@ select id, attempt from {{ s }}.save_steps(
 -- Steps' records written by the statement itself, fenced by their attempts as save_steps' usual
 -- batch is (the PostgreSQL backend's path for plain steps, prepared: no plpgsql call, no second
 -- query for the answer, no subtransaction): the (id, attempt) pairs held. Its records are the
--- worker's own (names and occurrences checked by it); a record that meets a stored one makes the
+-- worker's own (names and occurrences checked by it); the fenced insert is sql/shared/steps.sql's,
+-- the same text save_steps' usual batch runs. A record that meets a stored one makes the
 -- primary key refuse the statement, and the worker sends the batch to save_steps instead. One
 -- function scan (the names, the one array of variable width); the other arrays are read by
 -- subscript (fixed width: no walk from the start). The arrays that size the plan are read through
 -- scalar subqueries: the planner cannot see their lengths, so a custom plan costs what the generic
 -- plan costs and the plan cache keeps the generic one (seeing 1 to 4 records, it planned every
 -- execution anew: 376,000 instructions a record against 70,600 at 16).
-with held as (
-    select j.id, j.attempts from {{ s }}.jobs j
-    where j.id operator(pg_catalog.=) any ((select %(ids)s::pg_catalog.uuid[])::pg_catalog.uuid[])
-      and j.status operator(pg_catalog.=) 'processing'
-      and j.attempts operator(pg_catalog.=) any ((select %(attempts)s::int[])::int[])
-), stored as (
-    insert into {{ s }}.job_steps (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
-    select h.id, u.name, (%(occurrences)s::int[])[u.i], h.attempts,
-           case when (%(errors)s::pg_catalog.text[])[u.i] is null then 'completed' else 'failed' end,
-           case when (%(errors)s::pg_catalog.text[])[u.i] is null
-                 and pg_catalog.jsonb_typeof(%(results)s::pg_catalog.jsonb
-                     operator(pg_catalog.->) (u.i::int operator(pg_catalog.-) 1)) operator(pg_catalog.<>) 'null'
-                then %(results)s::pg_catalog.jsonb operator(pg_catalog.->) (u.i::int operator(pg_catalog.-) 1) end,
-           (%(errors)s::pg_catalog.text[])[u.i], (%(tries)s::int[])[u.i],
-           (%(started_at)s::pg_catalog.timestamptz[])[u.i]
-    from pg_catalog.unnest((select %(names)s::pg_catalog.text[])) with ordinality as u(name, i)
-    join held h on h.id operator(pg_catalog.=) (%(ids)s::pg_catalog.uuid[])[u.i]
-               and h.attempts operator(pg_catalog.=) (%(attempts)s::int[])[u.i]
-)
+{{ fenced_steps_insert(
+    ids="%(ids)s::pg_catalog.uuid[]", attempts="%(attempts)s::int[]",
+    ids_any="(select %(ids)s::pg_catalog.uuid[])::pg_catalog.uuid[]",
+    attempts_any="(select %(attempts)s::int[])::int[]",
+    names_scan="(select %(names)s::pg_catalog.text[])", occurrences="%(occurrences)s::int[]",
+    results="%(results)s::pg_catalog.jsonb", errors="%(errors)s::pg_catalog.text[]",
+    tries="%(tries)s::int[]", started_at="%(started_at)s::pg_catalog.timestamptz[]") }}
 select h.id, h.attempts from held h
 
 -- name: parents

@@ -31,6 +31,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = Settings(schema="job kit")  # a name that must be quoted everywhere
 _TEMPLATE_PART = re.compile(r"\{[{%#].*?[}%#]\}", re.S)
 _ALLOWED = re.compile(r"\{\{ (s|\(schema ~ \"[a-z_.:]+\"\)( \| tojson)? \| literal|schema \| literal) \}\}")
+# A fragment that a function and a worker query both run (the fenced insert of steps' records) is
+# written once, as a macro in sql/shared/, and called by name: no other logic in a function file.
+_SHARED_IMPORT = re.compile(r'\{% from "shared/[a-z_]+\.sql" import [a-z_]+ with context %\}')
+_SHARED_CALL = re.compile(r"\{\{ [a-z_]+\((\s*[a-z_]+=\"[a-z_]+\",?)+\s*\)( \| indent\(\d+\))? \}\}")
 
 
 def _user_api_settings(tmp_path: Path) -> Settings:
@@ -90,8 +94,16 @@ def test_the_api_scripts_and_the_supabase_function_file_parse(tmp_path: Path) ->
 def test_the_function_files_hold_no_jinja_logic() -> None:
     for name in function_files():
         text = (ROOT / "sql" / "functions" / name).read_text()
-        odd = [part for part in _TEMPLATE_PART.findall(text) if not _ALLOWED.fullmatch(part)]
+        odd = [part for part in _TEMPLATE_PART.findall(text)
+               if not any(r.fullmatch(part) for r in (_ALLOWED, _SHARED_IMPORT, _SHARED_CALL))]
         assert odd == [], f"{name}: {odd}"
+
+
+def test_a_shared_macro_is_called_only_with_plain_names() -> None:
+    """The allowance above is narrow: a call's arguments are the function's own parameter names."""
+    assert _SHARED_CALL.fullmatch('{{ fenced_steps_insert(ids="p_ids", attempts="p_attempts") | indent(12) }}')
+    assert not _SHARED_CALL.fullmatch('{{ fenced_steps_insert(ids="p_ids" ~ x) }}')
+    assert not _SHARED_CALL.fullmatch('{% if x %}')
 
 
 def test_a_file_that_does_not_parse_fails() -> None:

@@ -1,4 +1,4 @@
--- jobkit-functions: c9fbecb24e50e31cc1bf36ef02f8d2819085d98ff1331536f157890eba866d4a
+-- jobkit-functions: 8991b6fbeb6fe3823134f5dd13d61c7ba430f43949b06b5dc1c2ada2afcfafb0
 -- sql/functions/ as one Supabase CLI migration (`jobkit render --supabase`). `jobkit deploy` applies
 -- those files statement by statement; a migration file is a plain script, so this one replaces what
 -- a database already has wholesale: the EXECUTE grants other roles hold are kept, every function
@@ -961,6 +961,7 @@ $$;
 -- sql/functions/45_steps.sql: jobs' completed steps read back on a retry, and steps' records written fenced by their attempts.
 -- Applied in file-name order (after 40_finish.sql, before 50_operate.sql); sql/functions/README.md says how deploy applies these files.
 
+
 -- The completed steps of these jobs: what a retry (or, later, a replay after a wait) returns
 -- instead of running them again. Failed steps are not returned: they run again. The worker reads
 -- the first steps of many jobs in one statement (group commit).
@@ -1042,19 +1043,25 @@ begin
         -- one (a failed step run again, a record sent again, a key twice in the batch) makes the
         -- primary key refuse it, and the batch is written again (the insert undone) as below.
         begin
+            -- the fenced insert (sql/shared/steps.sql), the same text the worker's save_steps_direct runs
             with held as (
                 select j.id, j.attempts from "jobkit".jobs j
-                where j.id = any (p_ids) and j.status = 'processing' and j.attempts = any (p_attempts)
+                where j.id operator(pg_catalog.=) any (p_ids)
+                  and j.status operator(pg_catalog.=) 'processing'
+                  and j.attempts operator(pg_catalog.=) any (p_attempts)
             ), stored as (
-                insert into "jobkit".job_steps
-                    (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
-                -- one function scan (the names, of variable width); the fixed-width arrays by subscript
-                select h.id, u.name, p_occurrences[u.i], h.attempts,
-                       case when p_errors[u.i] is null then 'completed' else 'failed' end,
-                       case when p_errors[u.i] is null then nullif(p_results -> (u.i::int - 1), 'null'::jsonb) end,
-                       p_errors[u.i], greatest(coalesce(p_tries[u.i], 1), 1), coalesce(p_started_at[u.i], now())
-                from unnest(p_names) with ordinality as u(name, i)
-                join held h on h.id = p_ids[u.i] and h.attempts = p_attempts[u.i]
+                insert into "jobkit".job_steps (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
+                select h.id, u.name, (p_occurrences)[u.i], h.attempts,
+                       case when (p_errors)[u.i] is null then 'completed' else 'failed' end,
+                       case when (p_errors)[u.i] is null
+                             and pg_catalog.jsonb_typeof(p_results
+                                 operator(pg_catalog.->) (u.i::int operator(pg_catalog.-) 1)) operator(pg_catalog.<>) 'null'
+                            then p_results operator(pg_catalog.->) (u.i::int operator(pg_catalog.-) 1) end,
+                       (p_errors)[u.i], greatest(coalesce((p_tries)[u.i], 1), 1),
+                       coalesce((p_started_at)[u.i], pg_catalog.now())
+                from pg_catalog.unnest(p_names) with ordinality as u(name, i)
+                join held h on h.id operator(pg_catalog.=) (p_ids)[u.i]
+                           and h.attempts operator(pg_catalog.=) (p_attempts)[u.i]
             )
             select pg_catalog.array_agg(h.id), pg_catalog.array_agg(h.attempts) into v_held, v_attempts
             from held h;

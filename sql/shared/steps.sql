@@ -1,0 +1,35 @@
+{#- Shared SQL fragments, imported by more than one file (`{% from "shared/steps.sql" import ... with context %}`).
+    Written once here, so that the two places that write steps' records cannot drift apart. Every
+    operator and function is qualified: the fragment runs inside a function with an empty
+    search_path and as a worker query under the connection's own (toolkit/queries.py). -#}
+
+{#- Steps' records of running attempts, fenced: `held` is the batch's jobs still processing under one
+    of the batch's attempts, and `stored` inserts a record only when its own attempt matches (a plain
+    insert: a record that meets a stored one makes the primary key refuse the statement). One function
+    scan (`names_scan`, the one array of variable width); the fixed-width arrays are read by subscript.
+    The caller ends the statement with its own `select ... from held h`. Used by save_steps' usual
+    batch (sql/functions/45_steps.sql, the Data API's path) and by the worker's save_steps_direct
+    (sql/queries/worker.sql); `ids_any`/`attempts_any`/`names_scan` let the worker's prepared statement
+    hide the arrays' lengths from the planner (see there). -#}
+{% macro fenced_steps_insert(ids, attempts, names_scan, occurrences, results, errors, tries, started_at,
+                             ids_any=none, attempts_any=none) -%}
+with held as (
+    select j.id, j.attempts from {{ s }}.jobs j
+    where j.id operator(pg_catalog.=) any ({{ ids_any or ids }})
+      and j.status operator(pg_catalog.=) 'processing'
+      and j.attempts operator(pg_catalog.=) any ({{ attempts_any or attempts }})
+), stored as (
+    insert into {{ s }}.job_steps (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
+    select h.id, u.name, ({{ occurrences }})[u.i], h.attempts,
+           case when ({{ errors }})[u.i] is null then 'completed' else 'failed' end,
+           case when ({{ errors }})[u.i] is null
+                 and pg_catalog.jsonb_typeof({{ results }}
+                     operator(pg_catalog.->) (u.i::int operator(pg_catalog.-) 1)) operator(pg_catalog.<>) 'null'
+                then {{ results }} operator(pg_catalog.->) (u.i::int operator(pg_catalog.-) 1) end,
+           ({{ errors }})[u.i], greatest(coalesce(({{ tries }})[u.i], 1), 1),
+           coalesce(({{ started_at }})[u.i], pg_catalog.now())
+    from pg_catalog.unnest({{ names_scan }}) with ordinality as u(name, i)
+    join held h on h.id operator(pg_catalog.=) ({{ ids }})[u.i]
+               and h.attempts operator(pg_catalog.=) ({{ attempts }})[u.i]
+)
+{%- endmacro %}

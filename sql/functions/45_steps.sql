@@ -1,7 +1,7 @@
 -- The public API: durable steps (ctx.step, issue 25)
 -- sql/functions/45_steps.sql: jobs' completed steps read back on a retry, and steps' records written fenced by their attempts.
 -- Applied in file-name order (after 40_finish.sql, before 50_operate.sql); sql/functions/README.md says how deploy applies these files.
-{% from "shared/steps.sql" import fenced_steps_insert with context %}
+{% from "shared/steps.sql" import completed_steps, fenced_steps_insert with context %}
 
 -- The completed steps of these jobs: what a retry (or, later, a replay after a wait) returns
 -- instead of running them again. Failed steps are not returned: they run again. The worker reads
@@ -13,15 +13,9 @@ begin
     -- plpgsql, so that its plan is kept (a SQL function with a pinned search_path is not inlined
     -- and planned its query on every call); one primary-key probe per job through a lateral
     -- subquery, so that the kept generic plan does not scan the table whatever its statistics
-    -- said when it was made (the worker's load_steps query is the same).
+    -- said when it was made (sql/shared/steps.sql: the worker's load_steps query runs the same text).
     return query
-    select t.job_id, t.name, t.occurrence, t.result
-    from (select distinct u.id from pg_catalog.unnest(p_ids) as u(id)) p
-    cross join lateral (
-        select s.job_id, s.name, s.occurrence, s.result from {{ s }}.job_steps s
-        where s.job_id = p.id and s.status = 'completed'
-        offset 0
-    ) t;
+    {{ completed_steps(ids="p_ids") | indent(4) }};
 end
 $$;
 

@@ -1,5 +1,5 @@
 -- The worker's hot path: batched claims and fenced batched completions, one statement each.
-{% from "shared/steps.sql" import fenced_steps_insert with context %}
+{% from "shared/steps.sql" import completed_steps, fenced_steps_insert with context %}
 
 -- name: claim
 -- Only the columns a handler needs, in jobs.Claimed's order (decoding whole rows cost ~25 us a job).
@@ -86,14 +86,9 @@ select {{ s }}.wake_idle(%(type)s, %(handoff)s) as idle
 -- pinned search_path, planned its query again on every call), one probe of job_steps' primary key
 -- per job: the lateral subquery keeps the plan a nested loop whatever the table's statistics say
 -- (a cached plan made while job_steps was small or not analyzed yet scanned all of it); the ids
--- through a scalar subquery, so that their number does not make custom plans look cheaper.
-select t.job_id, t.name, t.occurrence, t.result
-from pg_catalog.unnest((select %(ids)s::pg_catalog.uuid[])) as p(id)
-cross join lateral (
-    select s.job_id, s.name, s.occurrence, s.result from {{ s }}.job_steps s
-    where s.job_id operator(pg_catalog.=) p.id and s.status operator(pg_catalog.=) 'completed'
-    offset 0
-) t
+-- through a scalar subquery, so that their number does not make custom plans look cheaper. The
+-- query is sql/shared/steps.sql's, the same text the load_steps function runs.
+{{ completed_steps(ids="(select %(ids)s::pg_catalog.uuid[])") }}
 
 -- name: save_steps
 -- Steps' records, many in one statement, fenced by their attempts: the (id, attempt) pairs held.

@@ -33,3 +33,18 @@ with held as (
                and h.attempts operator(pg_catalog.=) ({{ attempts }})[u.i]
 )
 {%- endmacro %}
+
+{#- Jobs' completed steps (what a retry returns instead of running them again): one probe of
+    job_steps' primary key per distinct job through a lateral subquery, so that a kept generic plan
+    stays a nested loop whatever the table's statistics said when it was made. Each job's steps come
+    once, however often its id is given. Used by load_steps (sql/functions/45_steps.sql, the Data
+    API's path) and the worker's load_steps query (sql/queries/worker.sql). -#}
+{% macro completed_steps(ids) -%}
+select t.job_id, t.name, t.occurrence, t.result
+from (select distinct u.id from pg_catalog.unnest({{ ids }}) as u(id)) p
+cross join lateral (
+    select s.job_id, s.name, s.occurrence, s.result from {{ s }}.job_steps s
+    where s.job_id operator(pg_catalog.=) p.id and s.status operator(pg_catalog.=) 'completed'
+    offset 0
+) t
+{%- endmacro %}

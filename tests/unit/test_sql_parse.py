@@ -33,7 +33,7 @@ _TEMPLATE_PART = re.compile(r"\{[{%#].*?[}%#]\}", re.S)
 _ALLOWED = re.compile(r"\{\{ (s|\(schema ~ \"[a-z_.:]+\"\)( \| tojson)? \| literal|schema \| literal) \}\}")
 # A fragment that a function and a worker query both run (the fenced insert of steps' records) is
 # written once, as a macro in sql/shared/, and called by name: no other logic in a function file.
-_SHARED_IMPORT = re.compile(r'\{% from "shared/[a-z_]+\.sql" import [a-z_]+ with context %\}')
+_SHARED_IMPORT = re.compile(r'\{% from "shared/[a-z_]+\.sql" import [a-z_]+(, [a-z_]+)* with context %\}')
 _SHARED_CALL = re.compile(r"\{\{ [a-z_]+\((\s*[a-z_]+=\"[a-z_]+\",?)+\s*\)( \| indent\(\d+\))? \}\}")
 
 

@@ -1,4 +1,4 @@
--- jobkit-functions: 8991b6fbeb6fe3823134f5dd13d61c7ba430f43949b06b5dc1c2ada2afcfafb0
+-- jobkit-functions: 1eeed4b9ae9f0450326e563b4381cc9dbecaee0a75244f0a526ac1c850e28fc3
 -- sql/functions/ as one Supabase CLI migration (`jobkit render --supabase`). `jobkit deploy` applies
 -- those files statement by statement; a migration file is a plain script, so this one replaces what
 -- a database already has wholesale: the EXECUTE grants other roles hold are kept, every function
@@ -972,13 +972,13 @@ begin
     -- plpgsql, so that its plan is kept (a SQL function with a pinned search_path is not inlined
     -- and planned its query on every call); one primary-key probe per job through a lateral
     -- subquery, so that the kept generic plan does not scan the table whatever its statistics
-    -- said when it was made (the worker's load_steps query is the same).
+    -- said when it was made (sql/shared/steps.sql: the worker's load_steps query runs the same text).
     return query
     select t.job_id, t.name, t.occurrence, t.result
     from (select distinct u.id from pg_catalog.unnest(p_ids) as u(id)) p
     cross join lateral (
         select s.job_id, s.name, s.occurrence, s.result from "jobkit".job_steps s
-        where s.job_id = p.id and s.status = 'completed'
+        where s.job_id operator(pg_catalog.=) p.id and s.status operator(pg_catalog.=) 'completed'
         offset 0
     ) t;
 end

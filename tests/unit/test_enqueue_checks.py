@@ -4,11 +4,12 @@ AttributeError from deep inside, and nothing is sent (no database is involved)."
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import jobkit
 import pytest
-from jobkit.enqueue import check_job
+from jobkit.enqueue import check_job, check_jobs
 from jobkit.exceptions import ConfigError
 
 
@@ -34,3 +35,25 @@ def test_enqueue_many_refuses_the_placeholder_before_connecting() -> None:
 @pytest.mark.parametrize("payload", [{"a": 1}, [1], "s", 1, 1.5, True, None])
 def test_json_payloads_pass(payload: Any) -> None:
     assert check_job(jobkit.NewJob("send_email", payload)).payload == payload
+
+
+def test_a_batch_checks_each_job_as_check_job_does() -> None:
+    """check_jobs lets a plain job through with one comparison and checks each type name once: a
+    bad name, a bad payload, a bad field or a windowed job anywhere in the batch is still refused."""
+    plain = [jobkit.NewJob("send_email", {"n": n}) for n in range(3)]
+    assert check_jobs(plain) == plain
+    for bad, message in ((jobkit.NewJob("no spaces", {}), "not a valid name"),
+                         (jobkit.NewJob("send_email", {1, 2}), "must be JSON"),
+                         (jobkit.NewJob("send_email", {}, priority=2**31), "priority"),
+                         (jobkit.NewJob("send_email", {}, debounce=timedelta(seconds=1)), "one job at a time"),
+                         (..., "must be a jobkit.NewJob")):
+        with pytest.raises(ConfigError, match=message):
+            check_jobs([*plain, bad, *plain])
+
+
+def test_a_batch_turns_a_model_payload_into_json() -> None:
+    class Model:
+        def model_dump(self, mode: str) -> dict[str, Any]:
+            return {"mode": mode}
+
+    assert check_jobs([jobkit.NewJob("send_email", Model())])[0].payload == {"mode": "json"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
 from datetime import timedelta
 
@@ -40,6 +41,22 @@ def test_enqueue_in_the_callers_transaction(db_url: str, session: Session) -> No
     with psycopg.connect(db_url) as conn:
         jobkit.enqueue(conn, "mail", {"order": 2})
     assert session.scalar("select count(*) from jobkit.jobs") == 1
+
+
+def test_enqueue_on_the_callers_connection_leaves_nothing_behind_on_it(db_url: str) -> None:
+    """Each call wraps the caller's connection in a Session; none may stay attached to it (a notice
+    handler per call once kept every call's Session alive as long as the connection)."""
+    def sessions() -> int:
+        gc.collect()
+        return sum(isinstance(o, Session) for o in gc.get_objects())
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        jobkit.enqueue(conn, "mail", {})
+        before = sessions()
+        for i in range(20):
+            jobkit.enqueue(conn, "mail", {"i": i})
+            jobkit.enqueue_many(conn, [NewJob("mail", {"i": i})])
+        assert sessions() == before
 
 
 def test_enqueue_many_keeps_order(db_url: str, session: Session) -> None:

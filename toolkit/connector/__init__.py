@@ -56,10 +56,11 @@ def json_param(value: Any) -> Jsonb:
 class Session:
     """One open connection. Statements run in autocommit unless inside :meth:`transaction`."""
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], *, notices: bool = True) -> None:
         self._conn = conn
-        self.notices: list[str] = []
-        conn.add_notice_handler(lambda diag: self.notices.append(diag.message_primary or ""))
+        self.notices: list[str] = []  # the server's notices (deploy reads them); not kept by wrap
+        if notices:
+            conn.add_notice_handler(lambda diag: self.notices.append(diag.message_primary or ""))
 
     @property
     def closed(self) -> bool:
@@ -68,8 +69,9 @@ class Session:
     @classmethod
     def wrap(cls, conn: object) -> Session | None:
         """A Session over the caller's own psycopg connection (its transaction is theirs), or
-        None when ``conn`` is not one."""
-        return cls(conn) if isinstance(conn, psycopg.Connection) else None
+        None when ``conn`` is not one. It adds no notice handler: a handler per call (each
+        jobkit.enqueue(conn, ...)) stayed on the caller's connection, with its Session, for good."""
+        return cls(conn, notices=False) if isinstance(conn, psycopg.Connection) else None
 
     def execute(self, sql: str, params: Params = None) -> None:
         with _translated():

@@ -8,7 +8,8 @@ serve`'s defaults.
 Per run: pg_net requests jobkit sent for the burst; the enqueue rate of the one connection;
 enqueue -> handler start p50/p99 of the burst; and, sent right after the burst, how long another
 type's job waited to start and the net.http_get to reach its server. ``--uncoalesced`` replaces
-jobkit._wake_needed with `select true` (every transaction wakes, as before 0010), for comparison.
+the insert trigger's function with one that sends a wake-up per type and statement (every
+transaction wakes, as before 0010), for comparison.
 Starts its own PostgreSQL (fsync on); prints one line per run and the medians.
 """
 
@@ -33,8 +34,13 @@ from .common import JOB_TYPE, percentile
 from .wake import install_pg_net, worker
 
 OTHER = "bench.other"
-UNCOALESCED = ("create or replace function jobkit._wake_needed(p_type text) returns boolean "
-               "language sql set search_path = '' as 'select true'")
+# every statement that inserts due jobs wakes each of their types (the cross-transaction coalescing
+# of 0010, sql/shared/wake.sql's wake_needed, left out; no pause or wake_on_insert check: none is set)
+UNCOALESCED = ("create or replace function jobkit.jobs_wake_on_insert() returns trigger "
+               "language plpgsql security definer set search_path = '' as $$ begin "
+               "perform jobkit._send_wake(n.type, 1) from (select distinct n.type from new_jobs n "
+               "where n.status = 'pending' and n.scheduled_for <= pg_catalog.now()) n; "
+               "return null; end $$")
 
 
 @contextmanager
@@ -120,7 +126,7 @@ def run_once(url: str, n: int, uncoalesced: bool, async_commit: bool) -> dict[st
 def enqueue_cost(url: str, n: int, rounds: int) -> dict[str, list[float]]:
     """Single-row enqueue transactions per second on one connection (synchronous_commit off, so
     the figure is the statement's cost, not the disk's), the variants interleaved in one database:
-    sent (every transaction wakes: _wake_needed replaced by `select true`, as before 0010),
+    sent (every transaction wakes: the insert trigger replaced by UNCOALESCED, as before 0010),
     fresh (0010's check, and every transaction still wakes: each enqueues a type of its own),
     coalesced (no worker: one wake-up a second), draining (a worker drains: no wake-up at all).
     Over pg_net (the stand-in's queue, not sent) and over NOTIFY."""
@@ -132,7 +138,7 @@ def enqueue_cost(url: str, n: int, rounds: int) -> dict[str, list[float]]:
     install_pg_net(url)
     set_secrets(Database(url), Settings(db_url=url), url="http://127.0.0.1:9/run", secret="x" * 40)
     with psycopg.connect(url, autocommit=True) as conn:
-        original = conn.execute("select pg_get_functiondef('jobkit._wake_needed(text)'::regprocedure)"
+        original = conn.execute("select pg_get_functiondef('jobkit.jobs_wake_on_insert()'::regprocedure)"
                                 ).fetchone()
     assert original is not None
     rates: dict[str, list[float]] = {}

@@ -1,6 +1,7 @@
 -- The public API: wake-ups
 -- sql/functions/70_wake.sql: waking workers (pg_net or NOTIFY), coalescing, the due-time queries, and the insert trigger.
 -- Applied in file-name order (after 60_sweeps.sql, before 80_rate_limits.sql); sql/functions/README.md says how deploy applies these files.
+{% from "shared/wake.sql" import wake_first, wake_needed, wake_on with context %}
 
 -- Wake the worker for one type when it has runnable work: over pg_net, up to
 -- ceil(backlog / batch_size) concurrent calls capped by p_max_calls (default: max_fanout); over
@@ -199,14 +200,16 @@ $$;
 -- is remembered in a transaction-local setting, so however many enqueue calls or statements a
 -- transaction makes, it sends one wake-up per type, plus one more per batch_size due jobs up to
 -- max_fanout, plus a due-time hint only when it is earlier than the one already sent. Across
--- transactions, the first due-now wake-up of a transaction is sent only when _wake_needed says so
--- (0010: none while a worker drains the type, at most one a second otherwise).
+-- transactions, the first due-now wake-up of a transaction is sent only when sql/shared/wake.sql's
+-- wake_needed says so (0010: none while a worker drains the type, at most one a second otherwise).
 -- Issue 23, what it costs: the record, a jsonb object {type: [calls, rows, at, batch, fanout]},
 -- keeps the settings the transaction read, so a later call that sends nothing reads no table; the
--- first call writes it without parsing any jsonb. A first due-now wake-up asks _wake_needed before
+-- first call writes it without parsing any jsonb. A first due-now wake-up asks wake_needed before
 -- anything else, so an enqueue that a drain or a recent wake-up covers reads neither job_types nor
--- pauses. Calls are plain assignments where they can be: a `perform` is a query, an assignment of
--- a simple expression is not.
+-- pauses. wake_needed and wake_on are inlined (stop 33: they were functions of their own, each
+-- call with its `set search_path` more than their work), and jobs_wake_on_insert inlines this
+-- function's first path for a single enqueue. Calls are plain assignments where they can be: a
+-- `perform` is a query, an assignment of a simple expression is not.
 create or replace function {{ s }}._wake_for(p_type text, p_due bigint, p_at timestamptz) returns void
 language plpgsql volatile security definer set search_path = '' as $$
 declare
@@ -225,12 +228,7 @@ begin
     -- What the general path below would do, in four expressions instead of twelve (each plpgsql
     -- expression is prepared again in every transaction: about 5,000 instructions).
     if p_due = 1 and coalesce(v_memo, '') = '' then
-        v_send := {{ s }}._wake_needed(p_type);  -- null: the type is not woken, nothing to record
-        if v_send then
-            v_void := {{ s }}._send_wake(p_type, 1);
-        end if;
-        v_void := pg_catalog.set_config({{ (schema ~ ".wakes") | literal }}, case when v_send is not null
-            then '{' || pg_catalog.to_json(p_type)::text || ':[1,1,null,null,null]}' else '' end, true);
+        {{ wake_first(type="p_type", send="v_send", void="v_void") | indent(8) }}
         return;
     end if;
     v_calls := 0;
@@ -264,8 +262,8 @@ begin
         v_want := least(v_fanout, pg_catalog.ceil(v_rows::numeric / v_batch)::int);
     end if;
     if v_rows > 0 and v_calls = 0 then
-        -- the first due-now wake-up: _wake_needed says null for a type not to be woken
-        v_send := {{ s }}._wake_needed(p_type);
+        -- the first due-now wake-up: wake_needed says null for a type not to be woken
+        {{ wake_needed(type="p_type", send="v_send", label="needed") | indent(8) }}
         if v_send is null then
             return;
         elsif v_send then
@@ -274,7 +272,7 @@ begin
         v_calls := v_want;
     elsif (v_rows > 0 and v_want > v_calls)
           or (v_rows = 0 and p_at is not null and (v_at is null or p_at < v_at)) then
-        if not {{ s }}._wake_on(p_type) then
+        if not {{ wake_on(type="p_type") | indent(15) }} then
             return;
         end if;
         if v_rows > 0 then
@@ -296,61 +294,6 @@ begin
             coalesce(nullif(v_memo, ''), '{}')::jsonb, array[p_type],
             pg_catalog.jsonb_build_array(v_calls, v_rows, v_at, v_batch, v_fanout))::text, true);
     end if;
-end
-$$;
-
--- Whether p_type is woken on insert (its job_types row, else the '*' row, else yes) and not paused.
-create or replace function {{ s }}._wake_on(p_type text) returns boolean
-language plpgsql stable set search_path = '' as $$
-begin
-    return not exists (select from {{ s }}.pauses p where p.type = p_type and p.key is null)
-       and coalesce((select t.wake_on_insert from {{ s }}.job_types t where t.type = p_type),
-                    (select t.wake_on_insert from {{ s }}.job_types t where t.type = '*'), true);
-end
-$$;
-
--- Whether this transaction must send a due-now wake-up for p_type; records it when so.
--- Wake-ups coalesce across transactions: none while a worker says it drains the type, and none
--- within a second of another one sent since a worker last went idle on the type (that one is in
--- flight: its drain will see this job). The type's wake lock, taken shared first and held to the
--- end of the transaction, keeps a worker from going idle (wake_idle) until this enqueue has ended,
--- so its job is never left behind. Outside READ COMMITTED the snapshot may predate a worker going
--- idle, so it always sends. The record is written under a try-lock: no enqueue waits for another.
--- Null for a type that is not to be woken (_wake_on), asked last (issue 23): an enqueue that a
--- drain or a recent wake-up covers does not read job_types or pauses. (False would not do: it is
--- a wake-up left out for another one, which _wake_for records as made; a paused type records none.)
-create or replace function {{ s }}._wake_needed(p_type text) returns boolean
-language plpgsql volatile set search_path = '' as $$
-declare
-    v_draining timestamptz;
-    v_idle timestamptz;
-    v_sent timestamptz;
-    v_void text;  -- the lock's void result: an assignment is a simple expression, a perform is a query
-begin
-    if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
-        return case when {{ s }}._wake_on(p_type) then true end;
-    end if;
-    v_void := pg_catalog.pg_advisory_xact_lock_shared(
-        pg_catalog.hashtextextended({{ (schema ~ ".wake:") | literal }} || p_type, 0));
-    select d.draining_until, d.idle_at into v_draining, v_idle
-    from {{ s }}.wake_drains d where d.type = p_type;
-    if v_draining > pg_catalog.clock_timestamp() then
-        return false;
-    end if;
-    select w.sent_at into v_sent from {{ s }}.wake_sent w where w.type = p_type;
-    if v_sent > pg_catalog.clock_timestamp() - interval '1 second'
-       and v_sent > coalesce(v_idle, '-infinity'::timestamptz) then
-        return false;
-    end if;
-    if not {{ s }}._wake_on(p_type) then
-        return null;
-    end if;
-    if pg_catalog.pg_try_advisory_xact_lock(
-           pg_catalog.hashtextextended({{ (schema ~ ".wake_sent:") | literal }} || p_type, 0)) then
-        insert into {{ s }}.wake_sent as w (type, sent_at) values (p_type, pg_catalog.clock_timestamp())
-        on conflict (type) do update set sent_at = excluded.sent_at;
-    end if;
-    return true;
 end
 $$;
 
@@ -418,22 +361,30 @@ $$;
 
 -- The insert trigger: per statement, per type, the due rows and the earliest future one. One
 -- statement, not a cursor loop over them (issue 23: the loop cost 13,000 instructions an enqueue).
--- Issue 23: a statement of one pending row (a single enqueue) reads it with a LIMIT query and calls
--- _wake_for as an expression; only a statement of several rows pays for the aggregate (a hash
--- aggregate's set-up alone was 30,000 instructions, spread over a bulk statement's rows).
+-- Issue 23: a statement of one pending row (a single enqueue) reads it with a LIMIT query; when it
+-- is due and its transaction has recorded no wake-up yet (the commonest case), _wake_for's first
+-- path runs here, inlined (sql/shared/wake.sql: no plpgsql call), else _wake_for is called as an
+-- expression; only a statement of several rows pays for the aggregate (a hash aggregate's set-up
+-- alone was 30,000 instructions, spread over a bulk statement's rows).
 create or replace function {{ s }}.jobs_wake_on_insert() returns trigger
 language plpgsql security definer set search_path = '' as $$
 declare
     v_type text;
     v_at timestamptz;
     v_more boolean;
+    v_send boolean;
     v_void text;
 begin
     select n.type, n.scheduled_for, exists (select from new_jobs m where m.status = 'pending' offset 1)
     into v_type, v_at, v_more from new_jobs n where n.status = 'pending' limit 1;
-    if not v_more then  -- one pending row: _wake_for as an expression (no row: v_more is null)
-        v_void := {{ s }}._wake_for(v_type, (v_at <= pg_catalog.now())::int,
-                                    case when v_at > pg_catalog.now() then v_at end);
+    if not v_more then  -- one pending row (no row: v_more is null)
+        if v_at <= pg_catalog.now()
+           and coalesce(pg_catalog.current_setting({{ (schema ~ ".wakes") | literal }}, true), '') = '' then
+            {{ wake_first(type="v_type", send="v_send", void="v_void") | indent(12) }}
+        else
+            v_void := {{ s }}._wake_for(v_type, (v_at <= pg_catalog.now())::int,
+                                        case when v_at > pg_catalog.now() then v_at end);
+        end if;
     elsif v_more then
         perform {{ s }}._wake_for(n.type, n.due, n.at)
         from (select n.type, count(*) filter (where n.scheduled_for <= pg_catalog.now()) as due,

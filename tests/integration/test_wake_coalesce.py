@@ -127,6 +127,27 @@ def test_repeatable_read_enqueues_always_wake(wired: str, session: Session) -> N
     assert _sent(session, "mail") == 1
 
 
+def test_repeatable_read_still_skips_paused_and_switched_off_types(wired: str, session: Session) -> None:
+    """Outside READ COMMITTED the single enqueue's inlined path skips the coalescing, not the type's
+    own say: a paused type, a type switched off, and every type when the '*' row switches them off
+    (unless their own row switches them on) send nothing."""
+    session.execute("select jobkit.pause_type('mail')")
+    session.execute("insert into jobkit.job_types (type, max_attempts, lease, backoff_base, backoff_factor, "
+                    "backoff_cap, backoff_jitter, wake_on_insert) select t.type, 3, '5 min', '1 s', 2, '1 h', 0, "
+                    "t.wake from (values ('*', false), ('sms', true)) t(type, wake) "
+                    "on conflict (type) do update set wake_on_insert = excluded.wake_on_insert")
+
+    def enqueue(job_type: str) -> None:
+        with psycopg.connect(wired) as conn:
+            conn.execute("set transaction isolation level repeatable read")
+            conn.execute("select jobkit.enqueue(%s, '{}')", (job_type,))
+            conn.commit()
+
+    for job_type in ("mail", "push", "sms"):
+        enqueue(job_type)
+    assert (_sent(session, "mail"), _sent(session, "push"), _sent(session, "sms")) == (0, 0, 1)
+
+
 def test_a_stopping_worker_hands_the_type_over(wired: str, session: Session) -> None:
     session.execute("select jobkit.wake_draining('mail', interval '1 minute')")
     session.execute("select jobkit.enqueue('mail', '{}')")

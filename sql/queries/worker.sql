@@ -111,12 +111,12 @@ select id, attempt from {{ s }}.save_steps(
 -- plan costs and the plan cache keeps the generic one (seeing 1 to 4 records, it planned every
 -- execution anew: 376,000 instructions a record against 70,600 at 16).
 {{ fenced_steps_insert(
-    ids="%(ids)s::pg_catalog.uuid[]", attempts="%(attempts)s::int[]",
-    ids_any="(select %(ids)s::pg_catalog.uuid[])::pg_catalog.uuid[]",
-    attempts_any="(select %(attempts)s::int[])::int[]",
-    names_scan="(select %(names)s::pg_catalog.text[])", occurrences="%(occurrences)s::int[]",
-    results="%(results)s::pg_catalog.jsonb", errors="%(errors)s::pg_catalog.text[]",
-    tries="%(tries)s::int[]", started_at="%(started_at)s::pg_catalog.timestamptz[]") }}
+    ids="%(ids)b::pg_catalog.uuid[]", attempts="%(attempts)b::int[]",
+    ids_any="(select %(ids)b::pg_catalog.uuid[])::pg_catalog.uuid[]",
+    attempts_any="(select %(attempts)b::int[])::int[]",
+    names_scan="(select %(names)b::pg_catalog.text[])", occurrences="%(occurrences)b::int[]",
+    results="%(results)s::pg_catalog.jsonb", errors="%(errors)b::pg_catalog.text[]",
+    tries="%(tries)b::int[]", started_at="%(started_at)b::pg_catalog.timestamptz[]") }}
 select h.id, h.attempts from held h
 
 -- name: parents

@@ -1,6 +1,8 @@
-"""`python -m bench.steps_wire [--records 16] [--n 60]`: server instructions per durable step's record
-as the worker sends it over the wire: its prepared save_steps_direct, with text parameters (array
-literals, as before stop 33) and with binary ones (what the PostgreSQL backend sends now).
+"""`python -m bench.steps_wire [--ref REF] [--records 16] [--n 40]`: server instructions per durable
+step's record as the worker sends it over the wire: its prepared save_steps_direct, with text
+parameters (array literals, as before stop 33) and with binary ones (what the PostgreSQL backend
+sends now); and per job, the worker's load_steps read of jobs that have no steps yet. With ``--ref``
+the commit is measured too, as it sent them (its own query texts and parameters).
 
 bench.callgrind's stepsq runs in single-user mode, where parameters can only be literals of an
 EXECUTE: it cannot show how parameters are received. Here the working tree is deployed as
@@ -16,19 +18,21 @@ under a step name of its connection's own, as the worker's group commit sends th
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 from . import callgrind
-from .baseline_venv import working_tree
+from .baseline_venv import Side, build, working_tree
 
 PORT = 5491
 
@@ -41,15 +45,29 @@ def _records(name: str, k: int, n: int) -> list[Any]:
                        started) for g in range(1, n + 1)]
 
 
-def _statement(binary: bool, records: list[Any]) -> tuple[str, dict[str, Any]]:
-    """save_steps_direct as the worker sends it: binary (the backend's form now) or text."""
-    from jobkit.lifecycle import Statements, steps_params
+def _texts(side: Side) -> dict[str, str]:
+    """The side's own save_steps_direct and load_steps query texts (rendered by its jobkit)."""
+    code = ("import json; from jobkit.queries import queries; q = queries('jobkit'); "
+            "print(json.dumps({k: q[k] for k in ('save_steps_direct', 'load_steps')}))")
+    done = subprocess.run([str(side.python), "-I", "-c", code], capture_output=True, text=True, check=True)
+    texts: dict[str, str] = json.loads(done.stdout)
+    return texts
 
-    direct = Statements().save_steps_direct(records)
-    assert direct is not None
+
+def _save(sql: str, binary: bool, records: list[Any]) -> tuple[str, dict[str, Any]]:
+    """save_steps_direct as a worker sends it: binary (the backend's form now) or text."""
+    from jobkit.lifecycle import steps_binary_params, steps_params
+
     if binary:
-        return direct.sql, dict(direct.params)
-    return direct.sql.replace(")b", ")s"), steps_params(records)
+        return sql, steps_binary_params(records)
+    return sql.replace(")b", ")s"), steps_params(records)
+
+
+def _load(sql: str, binary: bool, ids: list[UUID]) -> tuple[str, dict[str, Any]]:
+    """load_steps (the worker's query) of ``ids``: binary or as an array literal."""
+    if binary:
+        return sql, {"ids": ids}
+    return sql.replace(")b", ")s"), {"ids": "{" + ",".join(map(str, ids)) + "}"}
 
 
 def _has_totals(cg: Path) -> bool:
@@ -59,7 +77,8 @@ def _has_totals(cg: Path) -> bool:
 class Server:
     """A copy of a deployed data directory served under callgrind (one output file per process)."""
 
-    def __init__(self, dep: callgrind.Deployed) -> None:
+    def __init__(self, dep: callgrind.Deployed, label: str) -> None:
+        self.label, self.runs = label, 0
         self.dir = Path(tempfile.mkdtemp(prefix="jk-wire-", dir="/var/tmp"))
         data = self.dir / "pgdata"
         subprocess.run(["cp", "-a", str(dep.data), str(data)], check=True)
@@ -95,8 +114,7 @@ class Server:
         with self.connect() as conn:
             pid = conn.execute("select pg_backend_pid()").fetchone()[0]  # type: ignore[index]
             for sql, params in statements:
-                rows = conn.execute(sql, params).fetchall()
-                assert len(rows) == len(params["names"]), rows
+                conn.execute(sql, params).fetchall()
         out = self.dir / f"cg.{pid}"
         for _ in range(600):
             if out.exists() and _has_totals(out):
@@ -115,43 +133,61 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _measure(server: Server, args: argparse.Namespace, i: int, binary: bool, out: Path) -> None:
-    files, totals = [out / f"{i}-small.cg", out / f"{i}-big.cg"], []
+def _measure(server: Server, args: argparse.Namespace, what: str,
+             make: Callable[[str, int], tuple[str, dict[str, Any]]], out: Path) -> None:
+    """``make(name, k)``: the k-th statement of a connection whose records are named ``name``."""
+    server.runs += 1
+    files, totals = [out / f"{server.runs}-small.cg", out / f"{server.runs}-big.cg"], []
     for j, count in enumerate((args.warm, args.warm + args.n)):
-        name = f"s{i:02d}{j}"  # a step name per connection: its records meet no stored one
-        totals.append(server.backend([_statement(binary, _records(name, k, args.records))
-                                      for k in range(1, count + 1)], files[j]))
-    records = args.n * args.records
-    print(f"{'binary' if binary else 'text':6} parameters, {args.records} records a statement: "
-          f"{(totals[1] - totals[0]) / records:>10,.0f} instructions per record", flush=True)
-    for row in callgrind.top(files[0], files[1], records, args.top) if args.top else []:
+        name = f"s{server.runs:02d}{j}"  # a step name per connection: its records meet no stored one
+        totals.append(server.backend([make(name, k) for k in range(1, count + 1)], files[j]))
+    per = args.n * args.records
+    print(f"{server.label:32} {what:34} {(totals[1] - totals[0]) / per:>10,.0f} instructions per "
+          f"{'job' if what.startswith('load') else 'record'}", flush=True)
+    for row in callgrind.top(files[0], files[1], per, args.top) if args.top else []:
         print("    " + row)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench.steps_wire")
-    ap.add_argument("--records", type=int, default=16, help="records per statement")
-    ap.add_argument("--n", type=int, default=60, help="statements beyond the warm-up")
-    ap.add_argument("--warm", type=int, default=callgrind.WARM_PLANNED, help="warm-up statements")
-    ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs a record")
-    ap.add_argument("--rounds", type=int, default=2, help="text/binary pairs measured")
-    args = ap.parse_args()
-    callgrind._set_records(args.records)
-    dep = callgrind.Deployed(working_tree(), fill=0)
+def _side(side: Side, args: argparse.Namespace, out: Path) -> None:
+    texts = _texts(side)
+    ids = [UUID(f"00000000-0000-4000-8000-{g:012d}") for g in range(1, args.records + 1)]
+    dep = callgrind.Deployed(side, fill=0)
     try:
-        server = Server(dep)
+        server = Server(dep, side.label)
         try:
             with server.connect() as conn:
                 conn.execute(callgrind._running())
                 for stmt in callgrind.ANALYZE.split(";"):
                     conn.execute(stmt)
-            with tempfile.TemporaryDirectory(prefix="jk-wire-out-") as tmp:
-                for i, binary in enumerate((False, True) * args.rounds):
-                    _measure(server, args, i, binary, Path(tmp))
+            own = [")b" in texts["save_steps_direct"]] if args.ref else [False, True]
+            for binary in own:  # loads first: the jobs have no steps yet (a first attempt's read)
+                _measure(server, args, f"load_steps, {'binary' if binary else 'text'}",
+                         lambda _n, _k, b=binary: _load(texts["load_steps"], b, ids), out)
+            for _ in range(args.rounds):
+                for binary in own:
+                    _measure(server, args, f"save_steps_direct, {'binary' if binary else 'text'}",
+                             lambda n, k, b=binary: _save(texts["save_steps_direct"], b,
+                                                          _records(n, k, args.records)), out)
         finally:
             server.close()
     finally:
         dep.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.steps_wire")
+    ap.add_argument("--ref", action="append", default=[], help="also measure this commit as it sent them")
+    ap.add_argument("--records", type=int, default=16, help="records (load: jobs) per statement")
+    ap.add_argument("--n", type=int, default=40, help="statements beyond the warm-up")
+    ap.add_argument("--warm", type=int, default=callgrind.WARM_PLANNED, help="warm-up statements")
+    ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs a record")
+    ap.add_argument("--rounds", type=int, default=1, help="save_steps_direct measured this many times")
+    args = ap.parse_args()
+    callgrind._set_records(args.records)
+    with tempfile.TemporaryDirectory(prefix="jk-wire-out-") as tmp:
+        for side in [working_tree(), *(build(r) for r in args.ref)]:
+            args_side = argparse.Namespace(**{**vars(args), "ref": side.label != working_tree().label})
+            _side(side, args_side, Path(tmp))
 
 
 if __name__ == "__main__":

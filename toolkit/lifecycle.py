@@ -162,7 +162,7 @@ class Statements:
 
     # Durable steps (ctx.step, issue 25): a job's completed steps; one step's record, fenced.
     def load_steps(self, job_ids: Sequence[UUID]) -> Statement[dict[tuple[UUID, str, int], Any]]:
-        return Statement(self.q["load_steps"], {"ids": list(job_ids)}, _steps)  # uuid[] in binary
+        return Statement(self.q["load_steps"], {"ids": list(job_ids)}, _steps, binary=True)  # ids in binary too
 
     def save_steps(self, steps: Sequence[StepRecord], hold: bool = False) -> Statement[set[tuple[UUID, int]]]:
         """``hold``: lock the held jobs' rows until the transaction ends (a transactional step)."""
@@ -174,7 +174,7 @@ class Statements:
         A record that meets a stored one fails it with a unique violation: send save_steps then."""
         if not all(0 < len(r.name) <= 200 and r.occurrence >= 1 for r in steps):
             return None
-        return Statement(self.q["save_steps_direct"], steps_binary_params(steps), _pairs)
+        return Statement(self.q["save_steps_direct"], steps_binary_params(steps), _pairs, binary=True)
 
     # What a worker needs besides the steps: rate-limit tokens, what is due, its keys.
     def take_tokens(self, key: str, want: int) -> Statement[int]:

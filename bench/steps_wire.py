@@ -54,20 +54,24 @@ def _texts(side: Side) -> dict[str, str]:
     return texts
 
 
-def _save(sql: str, binary: bool, records: list[Any]) -> tuple[str, dict[str, Any]]:
-    """save_steps_direct as a worker sends it: binary (the backend's form now) or text."""
+Sent = tuple[str, dict[str, Any], bool]  # the query, its parameters, binary results
+
+
+def _save(sql: str, binary: bool, records: list[Any]) -> Sent:
+    """save_steps_direct as a worker sends it: binary (parameters and results: the backend's form
+    now) or text."""
     from jobkit.lifecycle import steps_binary_params, steps_params
 
     if binary:
-        return sql, steps_binary_params(records)
-    return sql.replace(")b", ")s"), steps_params(records)
+        return sql, steps_binary_params(records), True
+    return sql.replace(")b", ")s"), steps_params(records), False
 
 
-def _load(sql: str, binary: bool, ids: list[UUID]) -> tuple[str, dict[str, Any]]:
-    """load_steps (the worker's query) of ``ids``: binary or as an array literal."""
+def _load(sql: str, binary: bool, ids: list[UUID]) -> Sent:
+    """load_steps (the worker's query) of ``ids``: binary or as an array literal (text results)."""
     if binary:
-        return sql, {"ids": ids}
-    return sql.replace(")b", ")s"), {"ids": "{" + ",".join(map(str, ids)) + "}"}
+        return sql, {"ids": ids}, True
+    return sql.replace(")b", ")s"), {"ids": "{" + ",".join(map(str, ids)) + "}"}, False
 
 
 def _has_totals(cg: Path) -> bool:
@@ -108,13 +112,13 @@ class Server:
                 time.sleep(1)
         raise RuntimeError("cannot connect to the postmaster under callgrind")
 
-    def backend(self, statements: list[tuple[str, dict[str, Any]]], keep: Path | None = None) -> int:
+    def backend(self, statements: list[Sent], keep: Path | None = None) -> int:
         """Run ``statements`` on a connection of their own; that backend's total instructions
         (its callgrind file copied to ``keep``)."""
         with self.connect() as conn:
             pid = conn.execute("select pg_backend_pid()").fetchone()[0]  # type: ignore[index]
-            for sql, params in statements:
-                conn.execute(sql, params).fetchall()
+            for sql, params, binary in statements:
+                conn.cursor(binary=binary).execute(sql, params).fetchall()
         out = self.dir / f"cg.{pid}"
         for _ in range(600):
             if out.exists() and _has_totals(out):
@@ -134,7 +138,7 @@ class Server:
 
 
 def _measure(server: Server, args: argparse.Namespace, what: str,
-             make: Callable[[str, int], tuple[str, dict[str, Any]]], out: Path) -> None:
+             make: Callable[[str, int], Sent], out: Path) -> None:
     """``make(name, k)``: the k-th statement of a connection whose records are named ``name``."""
     server.runs += 1
     files, totals = [out / f"{server.runs}-small.cg", out / f"{server.runs}-big.cg"], []

@@ -162,7 +162,7 @@ class Statements:
 
     # Durable steps (ctx.step, issue 25): a job's completed steps; one step's record, fenced.
     def load_steps(self, job_ids: Sequence[UUID]) -> Statement[dict[tuple[UUID, str, int], Any]]:
-        return Statement(self.q["load_steps"], {"ids": list(job_ids)}, _steps, binary=True)  # ids in binary too
+        return Statement(self.q["load_steps"], {"ids": list(job_ids)}, _steps, binary=True)  # binary both
 
     def save_steps(self, steps: Sequence[StepRecord], hold: bool = False) -> Statement[set[tuple[UUID, int]]]:
         """``hold``: lock the held jobs' rows until the transaction ends (a transactional step)."""

@@ -186,12 +186,15 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=callgrind.WARM_PLANNED, help="warm-up statements")
     ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs a record")
     ap.add_argument("--rounds", type=int, default=1, help="save_steps_direct measured this many times")
+    ap.add_argument("--keep", type=Path, default=None, help="keep the callgrind files here")
     args = ap.parse_args()
     callgrind._set_records(args.records)
     with tempfile.TemporaryDirectory(prefix="jk-wire-out-") as tmp:
+        out = args.keep or Path(tmp)
+        out.mkdir(parents=True, exist_ok=True)
         for side in [working_tree(), *(build(r) for r in args.ref)]:
             args_side = argparse.Namespace(**{**vars(args), "ref": side.label != working_tree().label})
-            _side(side, args_side, Path(tmp))
+            _side(side, args_side, out)
 
 
 if __name__ == "__main__":

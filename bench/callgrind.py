@@ -125,7 +125,7 @@ def _direct() -> str:
     order = ["ids", "attempts", "names", "occurrences", "results", "errors", "tries", "started_at"]
     text = " ".join(ln.split("--")[0] for ln in queries("jobkit")["save_steps_direct"].splitlines())
     for k, name in enumerate(order, 1):
-        text = text.replace(f"%({name})s", f"${k}")
+        text = text.replace(f"%({name})s", f"${k}").replace(f"%({name})b", f"${k}")
     # the same statement, its 16 rows counted instead of printed (as the steps operation counts)
     text = text.replace("select h.id, h.attempts from held h", "select count(*) from held h")
     return " ".join(text.split())

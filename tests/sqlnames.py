@@ -27,7 +27,8 @@ _OPERATOR_KINDS = {"AEXPR_OP", "AEXPR_OP_ANY", "AEXPR_OP_ALL"}
 
 
 def dollar_params(sql: str) -> str:
-    """psycopg's ``%(name)s`` / ``%s`` placeholders as ``$n`` (and ``%%`` as ``%``), for the parser."""
+    """psycopg's ``%(name)s`` / ``%s`` placeholders (``%(name)b``: sent in binary) as ``$n`` (and
+    ``%%`` as ``%``), for the parser."""
     numbers: dict[str, int] = {}
 
     def number(m: re.Match[str]) -> str:
@@ -37,7 +38,7 @@ def dollar_params(sql: str) -> str:
         numbers.setdefault(key, len(numbers) + 1)
         return f"${numbers[key]}"
 
-    return re.sub(r"%%|%\((\w+)\)s|%s", number, sql)
+    return re.sub(r"%%|%\((\w+)\)[sb]|%s", number, sql)
 
 
 def _names(nodes: Any) -> list[str]:

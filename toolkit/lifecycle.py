@@ -18,6 +18,8 @@ from functools import update_wrapper
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 from uuid import UUID
 
+from psycopg.types.numeric import Int4
+
 from .connector import Row, Session, json_param
 from .exceptions import ConfigError
 from .jobs import (
@@ -160,7 +162,7 @@ class Statements:
 
     # Durable steps (ctx.step, issue 25): a job's completed steps; one step's record, fenced.
     def load_steps(self, job_ids: Sequence[UUID]) -> Statement[dict[tuple[UUID, str, int], Any]]:
-        return Statement(self.q["load_steps"], {"ids": "{" + ",".join(map(str, job_ids)) + "}"}, _steps)
+        return Statement(self.q["load_steps"], {"ids": list(job_ids)}, _steps, binary=True)  # binary both
 
     def save_steps(self, steps: Sequence[StepRecord], hold: bool = False) -> Statement[set[tuple[UUID, int]]]:
         """``hold``: lock the held jobs' rows until the transaction ends (a transactional step)."""
@@ -172,7 +174,7 @@ class Statements:
         A record that meets a stored one fails it with a unique violation: send save_steps then."""
         if not all(0 < len(r.name) <= 200 and r.occurrence >= 1 for r in steps):
             return None
-        return Statement(self.q["save_steps_direct"], steps_params(steps), _pairs)
+        return Statement(self.q["save_steps_direct"], steps_binary_params(steps), _pairs, binary=True)
 
     # What a worker needs besides the steps: rate-limit tokens, what is due, its keys.
     def take_tokens(self, key: str, want: int) -> Statement[int]:
@@ -361,6 +363,15 @@ def steps_params(steps: Sequence[StepRecord]) -> dict[str, Any]:
                 "[" + ",".join("null" if r is None else r for r in results) + "]"),
             "errors": None if all(e is None for e in errors) else errors,
             "tries": [r.tries for r in steps], "started_at": [r.started_at for r in steps]}
+
+
+def steps_binary_params(steps: Sequence[StepRecord]) -> dict[str, Any]:
+    """save_steps_direct's parameters: its arrays typed and sent in binary (the server copies
+    uuids, int4s and timestamps instead of parsing array literals: 16,400 instructions a record
+    at 16 records as text), the results as one JSON array (jsonb has no cheaper input)."""
+    params = steps_params(steps)
+    return {**params, "ids": [r.job_id for r in steps], "attempts": [Int4(r.attempt) for r in steps],
+            "occurrences": [Int4(r.occurrence) for r in steps], "tries": [Int4(r.tries) for r in steps]}
 
 
 def suspend_params(job_id: UUID, attempt: int, wait: WaitSpec) -> dict[str, Any]:

@@ -70,9 +70,8 @@ begin
             using errcode = '22023', hint = 'call ctx.step("name", fn) with a short, non-empty name';
     end if;
     if not p_hold then
-        -- held: the batch's jobs still processing under one of the batch's attempts. A held job's
-        -- (id, attempts) is true whichever record brought it in, so the answer may list it; a
-        -- record is written only when its own attempt matches (the insert's join). The usual case,
+        -- held: the (id, attempts) of the records written, each only while its own attempt holds
+        -- its job (the insert's probe of jobs); a job once in the answer. The usual case,
         -- records of steps never stored, is a plain insert (no ON CONFLICT: no probe of the primary
         -- key before each row, no sort to keep one record per key); a record that meets a stored
         -- one (a failed step run again, a record sent again, a key twice in the batch) makes the
@@ -83,7 +82,7 @@ begin
                                    occurrences="p_occurrences", results="p_results", errors="p_errors",
                                    tries="p_tries", started_at="p_started_at") | indent(12) }}
             select pg_catalog.array_agg(h.id), pg_catalog.array_agg(h.attempts) into v_held, v_attempts
-            from held h;
+            from (select distinct h.id, h.attempts from held h) h;
         exception when unique_violation then
             -- the last record of a key in the batch wins; a completed row is never overwritten
             with held as (

@@ -86,9 +86,10 @@ select {{ s }}.wake_idle(%(type)s, %(handoff)s) as idle
 -- pinned search_path, planned its query again on every call), one probe of job_steps' primary key
 -- per job: the lateral subquery keeps the plan a nested loop whatever the table's statistics say
 -- (a cached plan made while job_steps was small or not analyzed yet scanned all of it); the ids
--- through a scalar subquery, so that their number does not make custom plans look cheaper. The
--- query is sql/shared/steps.sql's, the same text the load_steps function runs.
-{{ completed_steps(ids="(select %(ids)s::pg_catalog.uuid[])") }}
+-- through a scalar subquery, so that their number does not make custom plans look cheaper, and in
+-- binary (no array literal to parse). The query is sql/shared/steps.sql's, the same text the
+-- load_steps function runs.
+{{ completed_steps(ids="(select %(ids)b::pg_catalog.uuid[])") }}
 
 -- name: save_steps
 -- Steps' records, many in one statement, fenced by their attempts: the (id, attempt) pairs held.
@@ -106,17 +107,16 @@ select id, attempt from {{ s }}.save_steps(
 -- the same text save_steps' usual batch runs. A record that meets a stored one makes the
 -- primary key refuse the statement, and the worker sends the batch to save_steps instead. One
 -- function scan (the names, the one array of variable width); the other arrays are read by
--- subscript (fixed width: no walk from the start). The arrays that size the plan are read through
--- scalar subqueries: the planner cannot see their lengths, so a custom plan costs what the generic
+-- subscript (fixed width: no walk from the start). The names, which size the plan, are read through
+-- a scalar subquery: the planner cannot see their number, so a custom plan costs what the generic
 -- plan costs and the plan cache keeps the generic one (seeing 1 to 4 records, it planned every
--- execution anew: 376,000 instructions a record against 70,600 at 16).
+-- execution anew: 376,000 instructions a record against 70,600 at 16). The arrays go in binary
+-- (lifecycle.steps_binary_params): no array literal to parse.
 {{ fenced_steps_insert(
-    ids="%(ids)s::pg_catalog.uuid[]", attempts="%(attempts)s::int[]",
-    ids_any="(select %(ids)s::pg_catalog.uuid[])::pg_catalog.uuid[]",
-    attempts_any="(select %(attempts)s::int[])::int[]",
-    names_scan="(select %(names)s::pg_catalog.text[])", occurrences="%(occurrences)s::int[]",
-    results="%(results)s::pg_catalog.jsonb", errors="%(errors)s::pg_catalog.text[]",
-    tries="%(tries)s::int[]", started_at="%(started_at)s::pg_catalog.timestamptz[]") }}
+    ids="%(ids)b::pg_catalog.uuid[]", attempts="%(attempts)b::int[]",
+    names_scan="(select %(names)b::pg_catalog.text[])", occurrences="%(occurrences)b::int[]",
+    results="%(results)s::pg_catalog.jsonb", errors="%(errors)b::pg_catalog.text[]",
+    tries="%(tries)b::int[]", started_at="%(started_at)b::pg_catalog.timestamptz[]") }}
 select h.id, h.attempts from held h
 
 -- name: parents

@@ -3,23 +3,20 @@
     operator and function is qualified: the fragment runs inside a function with an empty
     search_path and as a worker query under the connection's own (toolkit/queries.py). -#}
 
-{#- Steps' records of running attempts, fenced: `held` is the batch's jobs still processing under one
-    of the batch's attempts, and `stored` inserts a record only when its own attempt matches (a plain
-    insert: a record that meets a stored one makes the primary key refuse the statement). One function
-    scan (`names_scan`, the one array of variable width); the fixed-width arrays are read by subscript.
-    The caller ends the statement with its own `select ... from held h`. Used by save_steps' usual
-    batch (sql/functions/45_steps.sql, the Data API's path) and by the worker's save_steps_direct
-    (sql/queries/worker.sql); `ids_any`/`attempts_any`/`names_scan` let the worker's prepared statement
-    hide the arrays' lengths from the planner (see there). -#}
-{% macro fenced_steps_insert(ids, attempts, names_scan, occurrences, results, errors, tries, started_at,
-                             ids_any=none, attempts_any=none) -%}
+{#- Steps' records of running attempts, fenced: each record is inserted only while its own attempt
+    holds its job (processing, attempts unchanged), probed through a lateral subquery, one primary-
+    key probe of jobs per record, so that a kept generic plan stays a nested loop whatever the
+    table's statistics said when it was made (no fence CTE, bitmap scan or hash join to start per
+    statement); a plain insert (a record that meets a stored one makes the primary key refuse the
+    statement). `held` is the (id, attempts) of the records written: a job once per record. One
+    function scan (`names_scan`, the one array of variable width); the fixed-width arrays are read
+    by subscript. The caller ends the statement with its own `select ... from held h`. Used by
+    save_steps' usual batch (sql/functions/45_steps.sql, the Data API's path) and by the worker's
+    save_steps_direct (sql/queries/worker.sql), whose `names_scan` hides the arrays' length from the
+    planner (see there). -#}
+{% macro fenced_steps_insert(ids, attempts, names_scan, occurrences, results, errors, tries, started_at) -%}
 with held as (
-    select j.id, j.attempts from {{ s }}.jobs j
-    where j.id operator(pg_catalog.=) any ({{ ids_any or ids }})
-      and j.status operator(pg_catalog.=) 'processing'
-      and j.attempts operator(pg_catalog.=) any ({{ attempts_any or attempts }})
-), stored as (
-    insert into {{ s }}.job_steps (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
+    insert into {{ s }}.job_steps as t (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
     select h.id, u.name, ({{ occurrences }})[u.i], h.attempts,
            case when ({{ errors }})[u.i] is null then 'completed' else 'failed' end,
            case when ({{ errors }})[u.i] is null
@@ -29,8 +26,14 @@ with held as (
            ({{ errors }})[u.i], greatest(coalesce(({{ tries }})[u.i], 1), 1),
            coalesce(({{ started_at }})[u.i], pg_catalog.now())
     from pg_catalog.unnest({{ names_scan }}) with ordinality as u(name, i)
-    join held h on h.id operator(pg_catalog.=) ({{ ids }})[u.i]
-               and h.attempts operator(pg_catalog.=) ({{ attempts }})[u.i]
+    cross join lateral (
+        select j.id, j.attempts from {{ s }}.jobs j
+        where j.id operator(pg_catalog.=) ({{ ids }})[u.i]
+          and j.attempts operator(pg_catalog.=) ({{ attempts }})[u.i]
+          and j.status operator(pg_catalog.=) 'processing'
+        offset 0
+    ) h
+    returning t.job_id as id, t.attempt as attempts
 )
 {%- endmacro %}
 

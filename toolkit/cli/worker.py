@@ -18,6 +18,7 @@ from ..worker.serve import (
     load_registry,
     serve,
     transport_warning,
+    user_step_types,
 )
 from .common import State, db_url_option, pass_state
 
@@ -88,7 +89,7 @@ def serve_command(state: State, registry_spec: str, host: str, port: int, concur
         give_up=parse_duration(give_up, what="--give-up"),
         listen=wake_channel(settings.schema) if listen_mode else None, secret=state.worker_secret(),
         metrics_token=state.metrics_token(),
-        heartbeat=beat)
+        heartbeat=beat, step_types=user_step_types(settings))
     options = WorkerOptions(host=host, port=port, prepare=not no_prepare, endpoint=endpoint)
     backend = choose_backend(settings, options, data_api=data_api)
     check_port(host, port)  # a busy port: one line, exit 1

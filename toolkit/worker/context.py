@@ -43,10 +43,11 @@ class JobContext:
     """Handed to every handler as its second argument."""
 
     __slots__ = ("job", "_backend", "_loop", "_lease", "_deadline", "lost", "cancelled", "_logger",
-                 "_reported", "_steps")
+                 "_reported", "_steps", "_shows_steps")
 
     def __init__(self, job: Claimed, *, backend: Backend, loop: asyncio.AbstractEventLoop,
-                 lease: timedelta, deadline: float, holder: Holder | None = None) -> None:
+                 lease: timedelta, deadline: float, holder: Holder | None = None,
+                 shows_steps: bool = False) -> None:
         self.job = job
         self._backend = backend
         self._loop = loop
@@ -59,6 +60,7 @@ class JobContext:
         self._logger: logging.LoggerAdapter[logging.Logger] | None = None
         self._reported = holder  # where the first progress report goes (drain's Running)
         self._steps: Steps | None = None  # durable steps, made at the first ctx.step
+        self._shows_steps = shows_steps  # its type is open to end users: its progress names its step
 
     @property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:
@@ -98,13 +100,19 @@ class JobContext:
         """Report progress: a fraction from 0 to 1 or ``(done, total)``, an optional message and any
         JSON ``data``. Stored on the job (``jobs.progress``) at most a few times a second and once
         more when the attempt ends; shown by `jobkit jobs show` and to ``jobkit.wait(on_progress=)``."""
-        value = progress_json(amount, message, data)
+        self._box().report(progress_json(amount, message, data))
+
+    def _box(self) -> Reported:
         holder = self._reported
         if holder is None:  # a context made outside a worker (tests): keep it here
             holder = self._reported = _Kept()
         if holder.reported is None:
             holder.reported = Reported()
-        holder.reported.report(value)
+        return holder.reported
+
+    def _step_started(self, name: str, started: datetime) -> None:
+        """A durable step starts (a type open to end users only): the next progress write names it."""
+        self._box().start_step(name, started)
 
     @property
     def reported(self) -> dict[str, Any] | None:
@@ -239,7 +247,8 @@ class JobContext:
 
     def _durable(self) -> Steps:
         if self._steps is None:
-            self._steps = Steps(self.job, self._backend, self._loop)
+            self._steps = Steps(self.job, self._backend, self._loop,
+                                on_start=self._step_started if self._shows_steps else None)
         return self._steps
 
     async def _heartbeat(self, by: timedelta) -> bool:

@@ -24,6 +24,7 @@ import socket
 import time
 import uuid
 from collections import deque
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -72,6 +73,7 @@ class Drainer:
         worker_id: str | None = None,
         observer: Observer | None = None,
         claimers: int = 2,
+        step_types: Collection[str] = (),
     ) -> None:
         if claimers < 1:
             raise ValueError("claimers must be at least 1")
@@ -80,6 +82,7 @@ class Drainer:
         self.backend = backend
         self.concurrency = concurrency
         self.window = ClaimWindow(concurrency, batch_size=batch_size, prefetch=prefetch)
+        self.step_types = frozenset(step_types)  # [user_api] types: their progress names the running step
         self.worker_id = worker_id or f"{socket.gethostname()}:{uuid.uuid4().hex[:8]}"
         self._free = concurrency
         self._reserved = 0  # window room promised to claims in flight
@@ -468,7 +471,7 @@ class Drainer:
             ))
         loop = asyncio.get_running_loop()
         ctx = JobContext(job, backend=self.backend, loop=loop, lease=running.lease, deadline=running.deadline,
-                         holder=running)
+                         holder=running, shows_steps=job.type in self.step_types)
         running.ctx = ctx
         try:
             payload = handler.parse(job.payload) if handler.payload_model is not None else job.payload

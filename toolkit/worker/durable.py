@@ -170,12 +170,21 @@ class Steps:
     done: Done | None = None  # read at the first step
     counts: dict[str, int] = field(default_factory=dict)
     running: dict[str, int] = field(default_factory=dict)  # name -> its occurrence running now
+    on_start: Callable[[str, datetime], None] | None = None  # told when a step starts (user API types)
 
     def next(self, name: str) -> int:
         """Assign the next occurrence of ``name`` (called when ctx.step is called)."""
         n = self.counts.get(check_name(name), 0) + 1
         self.counts[name] = n
         return n
+
+    def begin(self, name: str, n: int) -> datetime:
+        """A step that was not stored starts running: its start time (and on_start is told)."""
+        started = datetime.now(UTC)
+        self.running[name] = n
+        if self.on_start is not None:
+            self.on_start(name, started)
+        return started
 
     def key(self, name: str) -> str:
         """The idempotency key of the step ``name`` running now, else of its next occurrence."""
@@ -219,8 +228,7 @@ class Steps:
         found, value = await self.stored(name, n)
         if found:
             return value
-        started, tries = datetime.now(UTC), 0
-        self.running[name] = n
+        started, tries = self.begin(name, n), 0
         try:
             while True:
                 tries += 1
@@ -245,8 +253,7 @@ class Steps:
         found, value = self._wait(self.stored(name, n))
         if found:
             return value
-        started, tries = datetime.now(UTC), 0
-        self.running[name] = n
+        started, tries = self.begin(name, n), 0
         try:
             while True:
                 tries += 1
@@ -283,8 +290,7 @@ class Steps:
             return value
         from ..connector.aio import AsyncSession
 
-        started = datetime.now(UTC)
-        self.running[name] = n
+        started = self.begin(name, n)
         try:
             async with transaction() as conn:
                 text = encode_result(await _awaited(lambda: fn(conn, *args, **kwargs)))

@@ -79,6 +79,7 @@ class EndpointOptions:
     metrics_token: str | None = None  # GET /metrics needs it as a bearer token; None: loopback only
     metrics_ttl: float = 15.0  # seconds the backlog figures of /metrics are cached
     heartbeat: timedelta | None = HEARTBEAT  # how often the worker writes its row (presence.py); None: off
+    step_types: frozenset[str] = frozenset()  # [user_api] types: the owner's row shows the running step
 
 
 class WorkerEndpoint:
@@ -135,7 +136,8 @@ class WorkerEndpoint:
                 await self._record_types()
                 o = self.options
                 self.drainer = Drainer(self.registry, self.backend, concurrency=o.concurrency,
-                                       batch_size=o.batch_size, prefetch=o.prefetch, observer=self.metrics)
+                                       batch_size=o.batch_size, prefetch=o.prefetch, observer=self.metrics,
+                                       step_types=o.step_types)
                 self.dispatcher = Dispatcher(self.drainer, budget=o.budget, linger=o.linger)
                 self._db.up()
                 self._supervised("database", self._watch_database)

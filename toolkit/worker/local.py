@@ -21,6 +21,7 @@ from ..schema.sync import resolve_transport
 from .backends.postgres import PostgresBackend
 from .endpoint import EndpointOptions, WorkerEndpoint
 from .secrets import set_secrets
+from .serve import user_step_types
 
 
 class LocalWorker:
@@ -50,7 +51,8 @@ class LocalWorker:
             self.transport = resolve_transport(session, self.settings)
         listen = None if self.transport == "pg_net" else wake_channel(self.settings.schema)
         options = EndpointOptions(concurrency=self.concurrency, grace=timedelta(seconds=5), listen=listen,
-                                  linger=2.0 if listen is None else 0.0, budget=timedelta(seconds=30))
+                                  linger=2.0 if listen is None else 0.0, budget=timedelta(seconds=30),
+                                  step_types=user_step_types(self.settings))
         self.endpoint = WorkerEndpoint(self.registry, PostgresBackend(self.db.url, self.settings.schema),
                                        options)
         await self.endpoint.start()

@@ -5,6 +5,11 @@ worker's tending task writes the reports that changed, all running jobs in one `
 statement, at most every FLUSH_EVERY seconds per job, and the runner writes a job's last report
 before its outcome. A handler calling it in a tight loop therefore costs at most
 1 / FLUSH_EVERY writes a second, plus one at the end.
+
+A job of a type open to end users ([user_api] types) also names the durable step it started last
+(``"step": {"name", "started_at"}``), so that its owner's row of the per-user API shows the step
+running now: the same throttled write carries it (no statement of its own), and a step shorter than
+a flush may go unseen. Other types never carry it.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from ..exceptions import ConfigError
@@ -28,9 +34,16 @@ class Reported:
     version: int = 0  # bumped by each report (from any thread)
     written: int = 0  # the version last written
     written_at: float = float("-inf")  # loop time of that write
+    step: dict[str, Any] | None = None  # the durable step started last ([user_api] types only)
 
     def report(self, value: dict[str, Any]) -> None:
-        self.value = value
+        self.value = value if self.step is None else {**value, "step": self.step}
+        self.version += 1
+
+    def start_step(self, name: str, started: datetime) -> None:
+        """A durable step starts: the next write names it (with the handler's last report)."""
+        self.step = {"name": name, "started_at": started.isoformat()}
+        self.value = {**(self.value or {}), "step": self.step}
         self.version += 1
 
     @property

@@ -97,6 +97,12 @@ def transport_warning(settings: Settings, options: WorkerOptions) -> str | None:
     return None
 
 
+def user_step_types(settings: Settings) -> frozenset[str]:
+    """The job types open to end users ([user_api] types): a durable job of one of them names the
+    step it runs in its progress, which its owner's row shows. None without [user_api]."""
+    return frozenset(settings.user_api.types) if settings.user_api is not None else frozenset()
+
+
 def postgres_backend(settings: Settings, options: WorkerOptions) -> PostgresBackend:
     return PostgresBackend(resolve_url(settings), settings.schema,
                            max_size=min(max(options.endpoint.concurrency // 2, 4), 20),

@@ -93,9 +93,10 @@ class Drainer:
         self.abandoned: list[Running] = []  # still running in a thread after the shutdown's grace
         self.observer: Observer = observer or Quiet()
         self._recorder = Recorder(backend, self._settled, self.observer)
-        #: a handler's run time is wanted (an adapting window, or an observer other than Quiet
-        #: itself: a subclass may watch): else not even timed
-        self._timed = self.window.learns or type(self.observer) is not Quiet
+        #: an observer other than Quiet itself (a subclass may watch) is told of each handler's run;
+        #: the run is timed only when it is, or when the window adapts to handler times
+        self._watched = type(self.observer) is not Quiet
+        self._timed = self.window.learns or self._watched
         shortest = min((h.timeout.total_seconds() for h in registry), default=60.0)
         self._tending = Tending(self._running, backend, tick=min(0.5, max(0.02, shortest / 10)))
 
@@ -464,7 +465,8 @@ class Drainer:
 
     def _timed_run(self, running: Running, seconds: float) -> None:
         self.window.observe(seconds)
-        self.observer.ran(running.job.type, seconds)
+        if self._watched:
+            self.observer.ran(running.job.type, seconds)
 
     async def _ended_otherwise(self, running: Running, ended: Ended | None, me: asyncio.Task[Any] | None,
                                timeout: float) -> None:

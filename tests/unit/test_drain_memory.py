@@ -159,3 +159,35 @@ def test_the_worker_logs_each_failure_and_each_job_it_gives_up_on(caplog: pytest
             in records)
     assert any(level == "ERROR" and f"job {job_id} (twice) failed for good after attempt 2" in text
                and "ValueError: bad input on attempt 2" in text for level, text in records)
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["returns", "raises"])
+def test_a_finished_job_leaves_no_reference_cycle(fails: bool) -> None:
+    """A job's context and its Running referred to each other until the gc found them (issue 23:
+    its traversals were a per-job cost of the drain); once the handler ends, refcounting frees them."""
+    import gc
+
+    from jobkit.worker.context import JobContext
+    from jobkit.worker.recording import Running
+
+    jobs, backend = Registry(), MemoryBackend()
+
+    @jobs.handler("t", max_attempts=1)
+    async def handler(payload: dict[str, int], ctx: Any) -> None:
+        if fails:
+            raise Permanent("no")
+
+    asyncio.run(backend.enqueue_many([NewJob("t", {"n": n}) for n in range(5)]))
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds unreachable is kept in gc.garbage
+    try:
+        summary = _run(backend, jobs, lambda d: d.drain("t"))
+        gc.collect()
+        cyclic = [o for o in gc.garbage if isinstance(o, JobContext | Running)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert summary.claimed == 5 and (summary.failed if fails else summary.completed) == 5
+    assert cyclic == []

@@ -40,3 +40,17 @@ def test_uuid_keys_become_their_text(states: dict[uuid.UUID, str]) -> None:
 def test_what_json_cannot_hold_is_permanent(value: object) -> None:
     with pytest.raises(Permanent, match="not JSON-serializable"):
         encode_result(value)
+
+
+@given(JSON)
+def test_the_text_is_what_the_compact_encoder_writes(value: object) -> None:
+    """The prebuilt C encoder writes exactly what json's compact, ASCII-only encoding does."""
+    if value is not None:
+        assert encode_result(value) == json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+def test_a_result_that_contains_itself_is_permanent() -> None:
+    looped: dict[str, object] = {"a": 1}
+    looped["self"] = [looped]
+    with pytest.raises(Permanent, match="Circular reference"):
+        encode_result(looped)

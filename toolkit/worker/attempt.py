@@ -94,6 +94,9 @@ class Raised:
 #: How a handler ended its attempt.
 Ended = Returned | Raised
 
+#: A handler that returned None (the commonest result): one shared instance, no allocation per job.
+RETURNED_NONE = Returned(None)
+
 
 def settle(ended: Ended | None, interrupt: Interrupt | None, timeout: float) -> Ended | Outcome:
     """What becomes of an attempt, from how its handler ended (None: jobkit cancelled its runner

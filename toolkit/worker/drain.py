@@ -32,7 +32,7 @@ from typing import Any
 from .. import tracing
 from ..exceptions import ConnectionFailed, JobkitError
 from ..jobs import Claimed
-from .attempt import Ended, Interrupt, Outcome, Phase, Raised, Returned, settle, stronger
+from .attempt import RETURNED_NONE, Ended, Interrupt, Outcome, Phase, Raised, Returned, settle, stronger
 from .backends import Backend
 from .context import JobContext
 from .handler import Handler, Handlers
@@ -46,6 +46,7 @@ from .window import ClaimWindow
 log = logging.getLogger("jobkit.worker")
 LINGER_FIRST, LINGER_MAX = 0.005, 0.05  # seconds between re-checks while lingering
 CANCEL_WAIT = 5.0  # seconds a cancelled async handler gets to end at shutdown
+RUNNING = Phase.RUNNING  # per job: an enum class attribute read goes through EnumType.__getattr__'s hook
 
 
 class Drainer:
@@ -95,6 +96,10 @@ class Drainer:
         self.abandoned: list[Running] = []  # still running in a thread after the shutdown's grace
         self.observer: Observer = observer or Quiet()
         self._recorder = Recorder(backend, self._settled, self.observer)
+        #: an observer other than Quiet itself (a subclass may watch) is told of each handler's run;
+        #: the run is timed only when it is, or when the window adapts to handler times
+        self._watched = type(self.observer) is not Quiet
+        self._timed = self.window.learns or self._watched
         shortest = min((h.timeout.total_seconds() for h in registry), default=60.0)
         self._tending = Tending(self._running, backend, tick=min(0.5, max(0.02, shortest / 10)))
 
@@ -246,10 +251,13 @@ class Drainer:
     def _take(self, d: DrainState, jobs: list[Claimed], traced: tracing.ClaimTrace | None = None) -> None:
         d.summary.claimed += len(jobs)
         now = asyncio.get_running_loop().time()
-        for job in jobs:
-            running = Running(job, d, d.lease, now, trace=None if traced is None else traced.job(job))
-            self._running.add(running)
-            d.queue.append(running)
+        lease = d.lease
+        if traced is None:
+            taken = [Running(job, d, lease, now) for job in jobs]
+        else:
+            taken = [Running(job, d, lease, now, trace=traced.job(job)) for job in jobs]
+        self._running.update(taken)
+        d.queue.extend(taken)
         self._spawn(d)
 
     async def _settle(self, d: DrainState) -> None:
@@ -383,7 +391,7 @@ class Drainer:
         runner that found the queue empty has finished, but stays in ``d.runners`` until its
         done-callback runs: it is not counted, or a job queued in between would wait for no one."""
         while (d.queue and self._free > 0 and not self._stopping
-               and sum(not t.done() for t in d.runners) < len(d.queue)):
+               and (len(d.runners) < len(d.queue) or sum(not t.done() for t in d.runners) < len(d.queue))):
             self._free -= 1
             task = asyncio.create_task(self._runner(d))
             d.runners.add(task)
@@ -425,17 +433,21 @@ class Drainer:
         loop = asyncio.get_running_loop()
         handler = d.handler
         timeout = handler.timeout.total_seconds() if handler else 0.0
+        timed = self._timed  # the window adapts or metrics are kept: the handler's time is wanted
         while d.queue and not self._stopping:
             running = d.queue.popleft()
-            if running.interrupt is Interrupt.CANCELLED:  # cancelled while it waited: nothing to run
+            if running.interrupt is not None and running.interrupt is Interrupt.CANCELLED:  # while it waited
                 self._dropped(running)
                 continue
             started = loop.time()
-            running.task, running.deadline, running.state = me, started + timeout, Phase.RUNNING
+            running.task, running.deadline, running.state = me, started + timeout, RUNNING
             ended: Ended | None = None  # None: jobkit cancelled this runner (running.interrupt says why)
             try:
-                with tracing.running(running.trace):
+                if running.trace is None:  # no span, no context manager
                     ended = await self._execute(running, handler)
+                else:
+                    with tracing.running(running.trace):
+                        ended = await self._execute(running, handler)
             except asyncio.CancelledError:
                 if settle(None, running.interrupt, timeout) is Outcome.RELEASED:  # the worker stops
                     if running.trace is not None:  # an abandoned job is left to its lease
@@ -445,21 +457,36 @@ class Drainer:
             except BaseException as exc:  # noqa: BLE001 - a bug of jobkit's: the job still reaches a state
                 log.exception("running job %s failed inside jobkit", running.job.id)
                 ended = Raised(exc)
-            self.window.observe(loop.time() - started)
-            self.observer.ran(running.job.type, loop.time() - started)
-            while running.interrupt is not None and me is not None and me.cancelling():
-                me.uncancel()  # jobkit's cancellations, landed or swallowed by the handler (tending.py)
-            verdict = settle(ended, running.interrupt, timeout)
-            if isinstance(verdict, Outcome):  # cancelled: cancel_job recorded it; a late result is dropped
-                self._dropped(running)
+            if timed:
+                self._timed_run(running, loop.time() - started)
+            if ended is not None:  # its handler has ended: no cycle (context -> job -> context) for the gc
+                running.ctx = None
+            if running.interrupt is None and type(ended) is Returned:  # the usual case: a result to store
+                self._recorder.complete(running, ended.result)
                 continue
-            paused = isinstance(verdict, Raised) and (verdict.snooze is not None or verdict.wait is not None)
-            if running.trace is not None and isinstance(verdict, Raised) and not paused:
-                running.trace.ran(verdict.error)
-            # a snooze or a wait: its last report now (completions and failures: with their batch)
-            if paused and running.reported is not None and running.reported.pending:
-                await self._tending.write_progress([running], loop.time())
-            self._recorder.record(running, verdict)
+            await self._ended_otherwise(running, ended, me, timeout)
+
+    def _timed_run(self, running: Running, seconds: float) -> None:
+        self.window.observe(seconds)
+        if self._watched:
+            self.observer.ran(running.job.type, seconds)
+
+    async def _ended_otherwise(self, running: Running, ended: Ended | None, me: asyncio.Task[Any] | None,
+                               timeout: float) -> None:
+        """Hand on an attempt that raised, or that jobkit interrupted (cancelled, timed out)."""
+        while running.interrupt is not None and me is not None and me.cancelling():
+            me.uncancel()  # jobkit's cancellations, landed or swallowed by the handler (tending.py)
+        verdict = settle(ended, running.interrupt, timeout)
+        if isinstance(verdict, Outcome):  # cancelled: cancel_job recorded it; a late result is dropped
+            self._dropped(running)
+            return
+        paused = isinstance(verdict, Raised) and (verdict.snooze is not None or verdict.wait is not None)
+        if running.trace is not None and isinstance(verdict, Raised) and not paused:
+            running.trace.ran(verdict.error)
+        # a snooze or a wait: its last report now (completions and failures: with their batch)
+        if paused and running.reported is not None and running.reported.pending:
+            await self._tending.write_progress([running], asyncio.get_running_loop().time())
+        self._recorder.record(running, verdict)
 
     async def _execute(self, running: Running, handler: Handler | None) -> Ended:
         """The handler's result as JSON text, or the exception that ended the attempt."""
@@ -477,7 +504,8 @@ class Drainer:
             payload = handler.parse(job.payload) if handler.payload_model is not None else job.payload
             if not handler.is_async:
                 return await self._in_thread(running, handler, payload, ctx)
-            return Returned(encode_result(await handler.func(payload, ctx)))
+            result = await handler.func(payload, ctx)
+            return RETURNED_NONE if result is None else Returned(encode_result(result))
         except asyncio.CancelledError as exc:
             if _cancelling():
                 raise  # jobkit cancelled it: a timeout or a shutdown (see _runner)
@@ -498,9 +526,9 @@ class Drainer:
         running.thread = future  # done only once the thread has finished (shutdown asks)
         return asyncio.wrap_future(future)
 
-    def _settled(self, running: Running) -> None:
-        running.drain.settles += 1
-        self._running.discard(running)
+    def _settled(self, jobs: list[Running]) -> None:
+        """``jobs`` left the window (recorded or dropped; their drains counted them): one wake-up."""
+        self._running.difference_update(jobs)
         self._changed.set()
 
     def _dropped(self, running: Running) -> None:
@@ -509,7 +537,8 @@ class Drainer:
             running.trace.settled(Outcome.CANCELLED)
         running.drain.summary.count(Outcome.CANCELLED)
         running.state = Phase.CANCELLED
-        self._settled(running)
+        running.drain.settles += 1
+        self._settled([running])
 
 
 class Outage:
@@ -540,7 +569,8 @@ def _call(func: Any, payload: Any, ctx: JobContext) -> Ended:
     runner coroutine, and Python's await closes the inner coroutines on GeneratorExit instead of
     letting them catch it."""
     try:
-        return Returned(encode_result(func(payload, ctx)))
+        result = func(payload, ctx)
+        return RETURNED_NONE if result is None else Returned(encode_result(result))
     except BaseException as exc:  # noqa: BLE001 - handed back to _execute, which records it
         return Raised(exc)
 

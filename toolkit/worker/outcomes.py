@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import traceback
 from dataclasses import dataclass
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 from uuid import UUID
 
@@ -16,7 +17,13 @@ from .handler import Handler
 MAX_ERROR = 8000
 #: Larger than this, a result cannot be stored (PostgreSQL's jsonb values end at 255 MB).
 MAX_RESULT_BYTES = 255 * 1024 * 1024
-_encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+_encoder = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+_encode = _encoder.encode
+#: CPython's C encoder with _encoder's settings, made once: JSONEncoder.encode builds one per call
+#: (about half of encoding a small dict). No circular-reference markers (shared by threads: sync
+#: handlers encode in theirs); a cycle ends in RecursionError, and then _encode says what it is.
+_c_encode: Any = None if c_make_encoder is None else c_make_encoder(
+    None, _encoder.default, encode_basestring_ascii, None, ":", ",", False, False, False)
 
 
 @dataclass
@@ -50,7 +57,7 @@ def encode_result(value: Any) -> str | None:
     if value is None:
         return None
     try:
-        text = _encode(value)
+        text = _encode(value) if _c_encode is None else _encoded(value)
     except TypeError:
         text = _encode_uuid_keys(value)
     except ValueError as exc:
@@ -59,6 +66,15 @@ def encode_result(value: Any) -> str | None:
         raise Permanent(f"the handler's result is {len(text) / 2**20:.0f} MB of JSON; "
                         f"PostgreSQL stores at most {MAX_RESULT_BYTES // 2**20} MB")
     return text
+
+
+def _encoded(value: Any) -> str:
+    """``_encode(value)`` by the prebuilt C encoder; a RecursionError (a cycle, or nesting too deep)
+    is asked of _encode again, which names a cycle as such (ValueError)."""
+    try:
+        return "".join(_c_encode(value, 0))
+    except RecursionError:
+        return _encode(value)
 
 
 def _encode_uuid_keys(value: Any) -> str:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import operator
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -38,6 +39,7 @@ log = logging.getLogger("jobkit.worker")
 T = TypeVar("T")
 MAX_STATEMENT_BYTES = 64 * 1024 * 1024  # results per completion statement
 RETRY_FOR = 600.0  # seconds a lost connection is retried before the outcomes are given up
+RECORDING = Phase.RECORDING  # per job: an enum class attribute read goes through EnumType's hook
 
 
 @dataclass(slots=True, eq=False)
@@ -84,9 +86,10 @@ class DrainState:
 
 
 class Recorder:
-    """Hands outcomes to their statements; calls ``settled(running)`` once each has returned."""
+    """Hands outcomes to their statements; once a statement has returned, counts its jobs as settled
+    in their drains (``DrainState.settles``) and calls ``settled(jobs)``."""
 
-    def __init__(self, backend: Backend, settled: Callable[[Running], None],
+    def __init__(self, backend: Backend, settled: Callable[[list[Running]], None],
                  observer: Observer | None = None) -> None:
         self.backend = backend
         self._on_settled = settled
@@ -95,15 +98,24 @@ class Recorder:
         self._failer: GroupCommit[Running, dict[UUID, str]] = GroupCommit(self._fail, self._failed)
         self._tasks: set[asyncio.Future[Any]] = set()  # snoozes in flight
 
+    def complete(self, running: Running, result: str | None) -> None:
+        """Hand a result (JSON text) to the completions' group commit: ``record`` of a Returned,
+        the Drainer's usual case, without its dispatch."""
+        running.drain.unsettled += 1
+        running.state = RECORDING
+        running.result = result
+        if running.trace is not None:
+            running.trace.recording("complete_jobs")
+        self._completer.submit(running)
+
     def record(self, running: Running, ended: Ended) -> None:
         """Hand the outcome to its group commit; the job leaves the window when it returns."""
+        if isinstance(ended, Returned):
+            self.complete(running, ended.result)
+            return
         running.drain.unsettled += 1
         running.state = Phase.RECORDING
-        if isinstance(ended, Returned):
-            running.result = ended.result
-            _traced(running, "complete_jobs")
-            self._completer.submit(running)
-        elif (waiting := ended.wait) is not None:
+        if (waiting := ended.wait) is not None:
             _traced(running, "suspend")
             task = asyncio.ensure_future(self._suspend(running, waiting))
             self._tasks.add(task)
@@ -166,12 +178,14 @@ class Recorder:
                    error: BaseException | None) -> None:
         if error is not None:
             log.error("recording %d completions failed (their leases will expire): %s", len(batch), error)
-        everyone = accepted is not None and len(accepted) == len(batch)  # the usual case: no lookups
+        if accepted is not None and len(accepted) == len(batch):  # the usual case: no lookups
+            self._all_completed(batch)
+            return
         done: dict[str, int] = {}
         for r in batch:
             if r.state is Phase.REFUSED:
                 continue
-            if everyone or (accepted is not None and r.job.id in accepted):
+            if accepted is not None and r.job.id in accepted:
                 outcome = Outcome.COMPLETED
                 done[r.job.type] = done.get(r.job.type, 0) + 1
             else:
@@ -179,6 +193,21 @@ class Recorder:
             self._ended(r, outcome, len(batch))
         for job_type, count in done.items():
             self.observer.completed(job_type, count)
+
+    def _all_completed(self, batch: list[Running]) -> None:
+        """Every job of the batch completed: counted per drain (and type, for the observer), their
+        spans ended, and settled in one call; nothing per job but the spans of traced ones."""
+        for r in batch:
+            if r.trace is not None:
+                r.trace.settled(Outcome.COMPLETED, len(batch))
+        for d, n in Counter(map(_drain_of, batch)).items():
+            d.summary.completed += n
+            d.unsettled -= n
+            d.settles += n
+        if type(self.observer) is not Quiet:
+            for job_type, n in Counter(r.job.type for r in batch).items():
+                self.observer.completed(job_type, n)
+        self._on_settled(batch)
 
     async def _fail(self, batch: list[Running]) -> dict[UUID, str]:
         started = time.perf_counter()
@@ -258,7 +287,11 @@ class Recorder:
 
     def _settled(self, running: Running) -> None:
         running.drain.unsettled -= 1
-        self._on_settled(running)
+        running.drain.settles += 1
+        self._on_settled([running])
+
+
+_drain_of = operator.attrgetter("drain")
 
 
 def _traced(running: Running, statement: str) -> None:

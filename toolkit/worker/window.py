@@ -34,6 +34,11 @@ class ClaimWindow:
         return self._fixed_limit is None or self._fixed_batch is None
 
     @property
+    def learns(self) -> bool:
+        """Whether handler times change the window (``observe`` matters): not when it is fixed."""
+        return self._fixed_limit is None
+
+    @property
     def limit(self) -> int:
         """Most jobs claimed and not yet finished."""
         if self._fixed_limit is not None:

@@ -35,10 +35,12 @@ pg_catalog.{{ j }}_build_object({% for c in cols %}{{ c | literal }}, {{ rel }}.
 {%- endmacro -%}
 {%- macro staged(rel) -%}
 {#- a job trigger's staged row: the payload's columns, then the primary key's not among them, as one
-    json object of positional keys (row_to_json of a ROW: f1, f2, ...; json_build_object looked up
-    its keys' types on every row too), which the move (sql/functions/72_row_inbox.sql) names from
-    row_triggers.spec and takes apart; payload "row": the row as json -#}
-{% if payload == "row" %}pg_catalog.to_json({{ rel }}.*){% elif pk is none %}/*jobkit:staged:{{ rel }}*/{% else %}pg_catalog.row_to_json(row({% for c in ((payload | list) if payload != "pk" else []) + (pk | reject("in", (payload | list) if payload != "pk" else []) | list) %}{{ rel }}.{{ c | ident }}{% if not loop.last %}, {% endif %}{% endfor %})){% endif %}
+    json array (json_build_array: cheaper to build than an object, issue 24 stop 33; json_build_object
+    looked up its keys' types on every row too), which the move (sql/functions/72_row_inbox.sql) names
+    from row_triggers.spec and takes apart. Past json_build_array's 100 arguments: row_to_json of a ROW,
+    an object keyed f1, f2, ... in the same order, which the move reads too; payload "row": the row as json -#}
+{%- set cols = ((payload | list) if payload != "pk" else []) + (pk | reject("in", (payload | list) if payload != "pk" else []) | list) if pk is not none else [] -%}
+{% if payload == "row" %}pg_catalog.to_json({{ rel }}.*){% elif pk is none %}/*jobkit:staged:{{ rel }}*/{% else %}{% if cols | length <= 100 %}pg_catalog.json_build_array({% else %}pg_catalog.row_to_json(row({% endif %}{% for c in cols %}{{ rel }}.{{ c | ident }}{% if not loop.last %}, {% endif %}{% endfor %}){% if cols | length > 100 %}){% endif %}{% endif %}
 {%- endmacro -%}
 {%- macro select() -%}
 {%- if emit %}
@@ -85,7 +87,7 @@ revoke all on function {{ s }}.{{ fn | ident }}() from public
 -- [triggers.{{ name }}], {{ op }} on {{ table_label }}: a statement-level AFTER trigger whose transition
 -- table(s) feed one insert into jobkit's row_inbox per statement, in the statement's transaction: a
 -- narrow logged row per changed row (the declared payload's and the primary key's columns, one json
--- object of positional keys: the cheapest to build per row; no index), which
+-- array: the cheapest to build per row; no index), which
 -- move_row_inbox (sql/functions/72_row_inbox.sql) makes into a job off this transaction, when the
 -- type's worker claims or the stuck sweep runs. A job row with its index entries cost the inserting
 -- transaction 2.8 times a plain app insert (docs/BENCHMARKS.md, issue 24). The statement wakes the
@@ -106,7 +108,7 @@ begin
 {{ select() }}
     ) r;
     get diagnostics jobkit_rows = row_count;
-    if jobkit_rows operator(pg_catalog.>) 0 then
+    if found then  -- set by the insert; a bare variable is a cheaper expression than a comparison
         -- an assignment, not perform: an expression, not a query run through SPI (issue 24)
         jobkit_void := {{ s }}._wake_for({{ type | literal }}, jobkit_rows, null);
     end if;

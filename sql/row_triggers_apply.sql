@@ -114,11 +114,14 @@ begin
                        from pg_catalog.unnest(v_pk) with ordinality as k(c, ord));
             v_fn := pg_catalog.replace(v_fn, '/*jobkit:pk_key:' || v_alias || '*/', v_fill);
             v_trial := pg_catalog.replace(v_trial, '/*jobkit:pk_key:' || v_alias || '*/', v_fill);
-            -- staged(): a job trigger's payload columns, then the primary key's not among them, as a ROW
-            v_fill := (select 'pg_catalog.row_to_json(row('
+            -- staged(): a job trigger's payload columns, then the primary key's not among them, as a json
+            -- array (past json_build_array's 100 arguments: row_to_json of a ROW, keyed f1, f2, ...)
+            v_fill := (select case when pg_catalog.count(*) <= 100 then 'pg_catalog.json_build_array('
+                                   else 'pg_catalog.row_to_json(row(' end
                               || pg_catalog.string_agg(
                                      pg_catalog.concat(v_alias, '."', pg_catalog.replace(k.c, '"', '""'), '"'),
-                                     ', ' order by k.ord) || '))'
+                                     ', ' order by k.ord)
+                              || case when pg_catalog.count(*) <= 100 then ')' else '))' end
                        from (select c.value as c, c.ord
                              from pg_catalog.jsonb_array_elements_text(coalesce(d->'columns', '[]'))
                                   with ordinality as c(value, ord)

@@ -6,8 +6,9 @@
 -- row_inbox, in the changing transaction, and wakes the type's worker once per statement. Here those
 -- rows become jobs, off that transaction: up to p_limit staged rows (null: all) of p_type (null:
 -- every type; p_trigger: only that trigger's) are deleted and inserted into jobs in one statement.
--- A staged row is one object of the payload's and the primary key's columns, keyed f1, f2, ... in
--- the order staged() in sql/row_trigger.sql writes them (the row itself for payload "row"); its
+-- A staged row is one json array of the payload's and the primary key's columns, in the order
+-- staged() in sql/row_trigger.sql writes them (past 100 columns, and before stop 33: one object of
+-- the same values keyed f1, f2, ...; the row itself for payload "row"); its
 -- trigger's row_triggers.spec (its payload, its primary key's columns), read once per trigger, names
 -- them and takes them apart into the job's payload and its source (trigger, table, operation,
 -- primary key). For a trigger declared with idempotency =
@@ -35,7 +36,7 @@ language sql volatile set search_path = '' as $$
     ), specs as (  -- per trigger, once: how its staged object splits into payload and primary key
         select g.name, g.op, g.table_name, g.spec ->> 'idempotency' = 'pk' as keyed,
                g.spec ->> 'payload' = 'row' as whole, g.spec -> 'pk' as pk,
-               -- the staged object's keys f1, f2, ... name these columns (sql/row_trigger.sql's staged())
+               -- the staged array's elements (or object's keys f1, f2, ...) are these columns (staged())
                case when g.spec ->> 'payload' = 'row' then null else array(
                    select c.k from (
                        select p.k, p.n from jsonb_array_elements_text(
@@ -56,8 +57,9 @@ language sql volatile set search_path = '' as $$
                else '{}' end as not_pk
         from {{ s }}.row_triggers g
         where g.name in (select distinct x.name from staged x)
-    ), renamed as (  -- f1, f2, ... named in one aggregate over the batch (a subquery a row: +29 k Ir a row)
-        select x.id, jsonb_object_agg(n.k, x.staged -> ('f' || n.i)) as staged
+    ), renamed as (  -- named in one aggregate over the batch (a subquery a row: +29 k Ir a row)
+        select x.id, jsonb_object_agg(n.k, case when jsonb_typeof(x.staged) = 'array' then x.staged -> (n.i::int - 1)
+                                                else x.staged -> ('f' || n.i) end) as staged
         from staged x
         join specs g on g.name = x.name and g.op = x.op
         cross join lateral unnest(g.names) with ordinality n(k, i)

@@ -330,7 +330,7 @@ create table {{ s }}.row_inbox (
     name      text not null,  -- the declared trigger ([triggers.<name>])
     op        text not null,  -- its operation: insert, update or delete
     type      text not null,  -- the job type it makes
-    staged    json not null,  -- the declared payload's and the primary key's columns, {"column": value, ...}
+    staged    json not null,  -- the declared payload's and the primary key's columns, [value, ...] (sql/row_trigger.sql)
                               -- (json: cheaper to build per row than jsonb; the move takes them apart)
     staged_at timestamptz not null default now()  -- the changing transaction's start: the job's created_at
 ) with (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,

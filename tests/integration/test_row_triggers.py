@@ -334,3 +334,36 @@ def test_staged_rows_become_jobs_through_the_claim_the_sweep_and_a_removal(shop:
     assert _scalar(shop, "select count(*) from jobkit.row_inbox") == 0
     assert _scalar(shop, "select source from jobkit.jobs where idempotency_key = 'receipt:{\"id\": 5}'") == {
         "trigger": "receipt", "table": "public.orders", "op": "update", "pk": {"id": 5}}
+
+
+def test_a_staged_array_an_older_object_and_a_wide_payload_make_the_same_jobs(shop: str) -> None:
+    """A trigger stages its columns as one json array (sql/row_trigger.sql's staged()); a row staged
+    before that as an object keyed f1, f2, ... (still in the inbox when deploy replaced the trigger),
+    and a payload past json_build_array's 100 arguments, staged as such an object, make the same
+    jobs: the move (move_row_inbox) reads both shapes."""
+    wide = [f"c{i}" for i in range(1, 101)]
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute(psql.SQL("create table public.wide (id bigint primary key, {})").format(
+            psql.SQL(", ").join(psql.SQL("{} int").format(psql.Identifier(c)) for c in wide)))
+    _deploy(shop, placed=PLACED, receipt=RECEIPT,
+            wide={"table": "public.wide", "on": ["insert"], "type": "wide_row", "payload": wide})
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("insert into orders (id, email) values (1, '1@x')")
+        conn.execute("insert into jobkit.row_inbox (name, op, type, staged) "
+                     "values ('placed', 'insert', 'order_placed', '{\"f1\": 2, \"f2\": \"2@x\"}')")
+        conn.execute(psql.SQL("insert into public.wide (id, {}) values (7, {})").format(
+            psql.SQL(", ").join(map(psql.Identifier, wide)), psql.SQL(", ").join([psql.Placeholder()] * 100)),
+            list(range(1, 101)))
+        shapes = conn.execute("select type, json_typeof(staged) from jobkit.row_inbox").fetchall()
+    assert sorted(shapes) == [("order_placed", "array"), ("order_placed", "object"), ("wide_row", "object")]
+    assert _moved(shop) == 3
+    with psycopg.connect(shop, autocommit=True) as conn:
+        placed = conn.execute("select payload, source from jobkit.jobs where type = 'order_placed' "
+                              "order by payload->>'id'").fetchall()
+        (wide_payload, wide_source), = conn.execute(
+            "select payload, source from jobkit.jobs where type = 'wide_row'").fetchall()
+    assert placed == [({"id": i, "email": f"{i}@x"},
+                       {"trigger": "placed", "table": "public.orders", "op": "insert", "pk": {"id": i}})
+                      for i in (1, 2)]
+    assert wide_payload == {c: i for i, c in enumerate(wide, start=1)}
+    assert wide_source["pk"] == {"id": 7}

@@ -1,4 +1,4 @@
--- jobkit-user-api: 24fb62c3938195363ebec27f981e8a1dd47c60bce1794d046b1004659e1a2ccf
+-- jobkit-user-api: acd1185df33a7e19e20235be407aa9a5eb63d035e8d3e94fabf181a60be9be61
 -- jobkit's per-user job API (optional: [user_api] in jobkit.toml), for the app's signed-in users
 -- (Supabase's `authenticated` role, through PostgREST / supabase-js). Add the schema to the project's
 -- "Exposed schemas". Applied by `jobkit deploy` after the migrations; re-running it is harmless.
@@ -156,24 +156,44 @@ end
 $$;
 
 -- Keep "jobkit_user".jobs in step with the owned jobs (the trigger's WHEN skips every other job).
+-- The worker names the durable step a job of these types started last in its progress
+-- ("step": {"name", "started_at"}, with the throttled progress write: worker/progress.py): it
+-- becomes the job's current step, running, unless a record of it or of a later step is there
+-- already (a step's record keeps its start time, so a late progress write never hides it). The
+-- owner's progress is the handler's own, without it.
 create or replace function "jobkit_user".sync_job() returns trigger
 language plpgsql volatile security definer set search_path = '' as $$
+declare
+    v_step jsonb;
 begin
     if tg_op = 'DELETE' then
         delete from "jobkit_user".jobs where id = old.id;
         return null;
     end if;
-    insert into "jobkit_user".jobs (id, owner, type, status, progress, result, error, created_at, updated_at)
-    values (new.id, new.owner, new.type, new.status, new.progress,
+    v_step := new.progress -> 'step';
+    insert into "jobkit_user".jobs as m (id, owner, type, status, progress, result, error, created_at, updated_at,
+                                   step, step_status, step_started_at)
+    values (new.id, new.owner, new.type, new.status,
+            case when v_step is null then new.progress else nullif(new.progress - 'step', '{}') end,
             case when new.status = 'completed' then new.result end,
             case when new.status in ('failed', 'dead') then pg_catalog.left(pg_catalog.substring(
                 pg_catalog.rtrim(coalesce(new.last_error, ''), E' \n'), E'[^\n]*$'), 300) end,
-            new.created_at, pg_catalog.now())
+            new.created_at, pg_catalog.now(),
+            v_step ->> 'name', case when v_step is not null then 'running' end,
+            (v_step ->> 'started_at')::timestamptz)
     on conflict (id) do update
     set status = excluded.status, progress = excluded.progress, result = excluded.result,
-        error = excluded.error, updated_at = excluded.updated_at
-    where ("jobkit_user".jobs.status, "jobkit_user".jobs.progress, "jobkit_user".jobs.result, "jobkit_user".jobs.error)
-          is distinct from (excluded.status, excluded.progress, excluded.result, excluded.error);
+        error = excluded.error, updated_at = excluded.updated_at,
+        step = case when excluded.step_started_at > coalesce(m.step_started_at, '-infinity')
+                    then excluded.step else m.step end,
+        step_status = case when excluded.step_started_at > coalesce(m.step_started_at, '-infinity')
+                           then excluded.step_status else m.step_status end,
+        step_finished_at = case when excluded.step_started_at > coalesce(m.step_started_at, '-infinity')
+                                then null else m.step_finished_at end,
+        step_started_at = greatest(excluded.step_started_at, m.step_started_at)
+    where (m.status, m.progress, m.result, m.error)
+          is distinct from (excluded.status, excluded.progress, excluded.result, excluded.error)
+       or excluded.step_started_at > coalesce(m.step_started_at, '-infinity');
     return null;
 end
 $$;

@@ -1,4 +1,4 @@
--- jobkit-functions: 1eeed4b9ae9f0450326e563b4381cc9dbecaee0a75244f0a526ac1c850e28fc3
+-- jobkit-functions: c4deeb0ee992c5063ad4996bf33b779941cadbe4f07f06f984a6f46006efbd50
 -- sql/functions/ as one Supabase CLI migration (`jobkit render --supabase`). `jobkit deploy` applies
 -- those files statement by statement; a migration file is a plain script, so this one replaces what
 -- a database already has wholesale: the EXECUTE grants other roles hold are kept, every function
@@ -1035,9 +1035,8 @@ begin
             using errcode = '22023', hint = 'call ctx.step("name", fn) with a short, non-empty name';
     end if;
     if not p_hold then
-        -- held: the batch's jobs still processing under one of the batch's attempts. A held job's
-        -- (id, attempts) is true whichever record brought it in, so the answer may list it; a
-        -- record is written only when its own attempt matches (the insert's join). The usual case,
+        -- held: the (id, attempts) of the records written, each only while its own attempt holds
+        -- its job (the insert's probe of jobs); a job once in the answer. The usual case,
         -- records of steps never stored, is a plain insert (no ON CONFLICT: no probe of the primary
         -- key before each row, no sort to keep one record per key); a record that meets a stored
         -- one (a failed step run again, a record sent again, a key twice in the batch) makes the
@@ -1045,12 +1044,7 @@ begin
         begin
             -- the fenced insert (sql/shared/steps.sql), the same text the worker's save_steps_direct runs
             with held as (
-                select j.id, j.attempts from "jobkit".jobs j
-                where j.id operator(pg_catalog.=) any (p_ids)
-                  and j.status operator(pg_catalog.=) 'processing'
-                  and j.attempts operator(pg_catalog.=) any (p_attempts)
-            ), stored as (
-                insert into "jobkit".job_steps (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
+                insert into "jobkit".job_steps as t (job_id, name, occurrence, attempt, status, result, error, tries, started_at)
                 select h.id, u.name, (p_occurrences)[u.i], h.attempts,
                        case when (p_errors)[u.i] is null then 'completed' else 'failed' end,
                        case when (p_errors)[u.i] is null
@@ -1060,11 +1054,17 @@ begin
                        (p_errors)[u.i], greatest(coalesce((p_tries)[u.i], 1), 1),
                        coalesce((p_started_at)[u.i], pg_catalog.now())
                 from pg_catalog.unnest(p_names) with ordinality as u(name, i)
-                join held h on h.id operator(pg_catalog.=) (p_ids)[u.i]
-                           and h.attempts operator(pg_catalog.=) (p_attempts)[u.i]
+                cross join lateral (
+                    select j.id, j.attempts from "jobkit".jobs j
+                    where j.id operator(pg_catalog.=) (p_ids)[u.i]
+                      and j.attempts operator(pg_catalog.=) (p_attempts)[u.i]
+                      and j.status operator(pg_catalog.=) 'processing'
+                    offset 0
+                ) h
+                returning t.job_id as id, t.attempt as attempts
             )
             select pg_catalog.array_agg(h.id), pg_catalog.array_agg(h.attempts) into v_held, v_attempts
-            from held h;
+            from (select distinct h.id, h.attempts from held h) h;
         exception when unique_violation then
             -- the last record of a key in the batch wins; a completed row is never overwritten
             with held as (
@@ -2336,6 +2336,7 @@ $$;
 -- sql/functions/70_wake.sql: waking workers (pg_net or NOTIFY), coalescing, the due-time queries, and the insert trigger.
 -- Applied in file-name order (after 60_sweeps.sql, before 80_rate_limits.sql); sql/functions/README.md says how deploy applies these files.
 
+
 -- Wake the worker for one type when it has runnable work: over pg_net, up to
 -- ceil(backlog / batch_size) concurrent calls capped by p_max_calls (default: max_fanout); over
 -- NOTIFY, one notification for the listening workers. Returns the number of calls made. It never
@@ -2533,14 +2534,16 @@ $$;
 -- is remembered in a transaction-local setting, so however many enqueue calls or statements a
 -- transaction makes, it sends one wake-up per type, plus one more per batch_size due jobs up to
 -- max_fanout, plus a due-time hint only when it is earlier than the one already sent. Across
--- transactions, the first due-now wake-up of a transaction is sent only when _wake_needed says so
--- (0010: none while a worker drains the type, at most one a second otherwise).
+-- transactions, the first due-now wake-up of a transaction is sent only when sql/shared/wake.sql's
+-- wake_needed says so (0010: none while a worker drains the type, at most one a second otherwise).
 -- Issue 23, what it costs: the record, a jsonb object {type: [calls, rows, at, batch, fanout]},
 -- keeps the settings the transaction read, so a later call that sends nothing reads no table; the
--- first call writes it without parsing any jsonb. A first due-now wake-up asks _wake_needed before
+-- first call writes it without parsing any jsonb. A first due-now wake-up asks wake_needed before
 -- anything else, so an enqueue that a drain or a recent wake-up covers reads neither job_types nor
--- pauses. Calls are plain assignments where they can be: a `perform` is a query, an assignment of
--- a simple expression is not.
+-- pauses. wake_needed and wake_on are inlined (stop 33: they were functions of their own, each
+-- call with its `set search_path` more than their work), and jobs_wake_on_insert inlines this
+-- function's first path for a single enqueue. Calls are plain assignments where they can be: a
+-- `perform` is a query, an assignment of a simple expression is not.
 create or replace function "jobkit"._wake_for(p_type text, p_due bigint, p_at timestamptz) returns void
 language plpgsql volatile security definer set search_path = '' as $$
 declare
@@ -2559,7 +2562,46 @@ begin
     -- What the general path below would do, in four expressions instead of twelve (each plpgsql
     -- expression is prepared again in every transaction: about 5,000 instructions).
     if p_due = 1 and coalesce(v_memo, '') = '' then
-        v_send := "jobkit"._wake_needed(p_type);  -- null: the type is not woken, nothing to record
+        <<first>>
+        declare
+            v_wn_draining timestamptz;
+            v_wn_idle timestamptz;
+            v_wn_sent timestamptz;
+            v_wn_lock text;  -- the lock's void result: an assignment is a simple expression, a perform is a query
+        begin
+            if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
+                v_send := case when (not exists (select from "jobkit".pauses p where p.type = p_type and p.key is null)
+                 and coalesce((select t.wake_on_insert from "jobkit".job_types t where t.type = p_type),
+                              (select t.wake_on_insert from "jobkit".job_types t where t.type = '*'), true)) then true end;
+                exit first;
+            end if;
+            v_wn_lock := pg_catalog.pg_advisory_xact_lock_shared(
+                pg_catalog.hashtextextended('jobkit.wake:' || p_type, 0));
+            select d.draining_until, d.idle_at into v_wn_draining, v_wn_idle
+            from "jobkit".wake_drains d where d.type = p_type;
+            if v_wn_draining > pg_catalog.clock_timestamp() then
+                v_send := false;
+                exit first;
+            end if;
+            select w.sent_at into v_wn_sent from "jobkit".wake_sent w where w.type = p_type;
+            if v_wn_sent > pg_catalog.clock_timestamp() - interval '1 second'
+               and v_wn_sent > coalesce(v_wn_idle, '-infinity'::timestamptz) then
+                v_send := false;
+                exit first;
+            end if;
+            if not (not exists (select from "jobkit".pauses p where p.type = p_type and p.key is null)
+                 and coalesce((select t.wake_on_insert from "jobkit".job_types t where t.type = p_type),
+                              (select t.wake_on_insert from "jobkit".job_types t where t.type = '*'), true)) then
+                v_send := null;
+                exit first;
+            end if;
+            if pg_catalog.pg_try_advisory_xact_lock(
+                   pg_catalog.hashtextextended('jobkit.wake_sent:' || p_type, 0)) then
+                insert into "jobkit".wake_sent as w (type, sent_at) values (p_type, pg_catalog.clock_timestamp())
+                on conflict (type) do update set sent_at = excluded.sent_at;
+            end if;
+            v_send := true;
+        end first;
         if v_send then
             v_void := "jobkit"._send_wake(p_type, 1);
         end if;
@@ -2598,8 +2640,47 @@ begin
         v_want := least(v_fanout, pg_catalog.ceil(v_rows::numeric / v_batch)::int);
     end if;
     if v_rows > 0 and v_calls = 0 then
-        -- the first due-now wake-up: _wake_needed says null for a type not to be woken
-        v_send := "jobkit"._wake_needed(p_type);
+        -- the first due-now wake-up: wake_needed says null for a type not to be woken
+        <<needed>>
+        declare
+            v_wn_draining timestamptz;
+            v_wn_idle timestamptz;
+            v_wn_sent timestamptz;
+            v_wn_lock text;  -- the lock's void result: an assignment is a simple expression, a perform is a query
+        begin
+            if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
+                v_send := case when (not exists (select from "jobkit".pauses p where p.type = p_type and p.key is null)
+                 and coalesce((select t.wake_on_insert from "jobkit".job_types t where t.type = p_type),
+                              (select t.wake_on_insert from "jobkit".job_types t where t.type = '*'), true)) then true end;
+                exit needed;
+            end if;
+            v_wn_lock := pg_catalog.pg_advisory_xact_lock_shared(
+                pg_catalog.hashtextextended('jobkit.wake:' || p_type, 0));
+            select d.draining_until, d.idle_at into v_wn_draining, v_wn_idle
+            from "jobkit".wake_drains d where d.type = p_type;
+            if v_wn_draining > pg_catalog.clock_timestamp() then
+                v_send := false;
+                exit needed;
+            end if;
+            select w.sent_at into v_wn_sent from "jobkit".wake_sent w where w.type = p_type;
+            if v_wn_sent > pg_catalog.clock_timestamp() - interval '1 second'
+               and v_wn_sent > coalesce(v_wn_idle, '-infinity'::timestamptz) then
+                v_send := false;
+                exit needed;
+            end if;
+            if not (not exists (select from "jobkit".pauses p where p.type = p_type and p.key is null)
+                 and coalesce((select t.wake_on_insert from "jobkit".job_types t where t.type = p_type),
+                              (select t.wake_on_insert from "jobkit".job_types t where t.type = '*'), true)) then
+                v_send := null;
+                exit needed;
+            end if;
+            if pg_catalog.pg_try_advisory_xact_lock(
+                   pg_catalog.hashtextextended('jobkit.wake_sent:' || p_type, 0)) then
+                insert into "jobkit".wake_sent as w (type, sent_at) values (p_type, pg_catalog.clock_timestamp())
+                on conflict (type) do update set sent_at = excluded.sent_at;
+            end if;
+            v_send := true;
+        end needed;
         if v_send is null then
             return;
         elsif v_send then
@@ -2608,7 +2689,9 @@ begin
         v_calls := v_want;
     elsif (v_rows > 0 and v_want > v_calls)
           or (v_rows = 0 and p_at is not null and (v_at is null or p_at < v_at)) then
-        if not "jobkit"._wake_on(p_type) then
+        if not (not exists (select from "jobkit".pauses p where p.type = p_type and p.key is null)
+                and coalesce((select t.wake_on_insert from "jobkit".job_types t where t.type = p_type),
+                             (select t.wake_on_insert from "jobkit".job_types t where t.type = '*'), true)) then
             return;
         end if;
         if v_rows > 0 then
@@ -2630,61 +2713,6 @@ begin
             coalesce(nullif(v_memo, ''), '{}')::jsonb, array[p_type],
             pg_catalog.jsonb_build_array(v_calls, v_rows, v_at, v_batch, v_fanout))::text, true);
     end if;
-end
-$$;
-
--- Whether p_type is woken on insert (its job_types row, else the '*' row, else yes) and not paused.
-create or replace function "jobkit"._wake_on(p_type text) returns boolean
-language plpgsql stable set search_path = '' as $$
-begin
-    return not exists (select from "jobkit".pauses p where p.type = p_type and p.key is null)
-       and coalesce((select t.wake_on_insert from "jobkit".job_types t where t.type = p_type),
-                    (select t.wake_on_insert from "jobkit".job_types t where t.type = '*'), true);
-end
-$$;
-
--- Whether this transaction must send a due-now wake-up for p_type; records it when so.
--- Wake-ups coalesce across transactions: none while a worker says it drains the type, and none
--- within a second of another one sent since a worker last went idle on the type (that one is in
--- flight: its drain will see this job). The type's wake lock, taken shared first and held to the
--- end of the transaction, keeps a worker from going idle (wake_idle) until this enqueue has ended,
--- so its job is never left behind. Outside READ COMMITTED the snapshot may predate a worker going
--- idle, so it always sends. The record is written under a try-lock: no enqueue waits for another.
--- Null for a type that is not to be woken (_wake_on), asked last (issue 23): an enqueue that a
--- drain or a recent wake-up covers does not read job_types or pauses. (False would not do: it is
--- a wake-up left out for another one, which _wake_for records as made; a paused type records none.)
-create or replace function "jobkit"._wake_needed(p_type text) returns boolean
-language plpgsql volatile set search_path = '' as $$
-declare
-    v_draining timestamptz;
-    v_idle timestamptz;
-    v_sent timestamptz;
-    v_void text;  -- the lock's void result: an assignment is a simple expression, a perform is a query
-begin
-    if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
-        return case when "jobkit"._wake_on(p_type) then true end;
-    end if;
-    v_void := pg_catalog.pg_advisory_xact_lock_shared(
-        pg_catalog.hashtextextended('jobkit.wake:' || p_type, 0));
-    select d.draining_until, d.idle_at into v_draining, v_idle
-    from "jobkit".wake_drains d where d.type = p_type;
-    if v_draining > pg_catalog.clock_timestamp() then
-        return false;
-    end if;
-    select w.sent_at into v_sent from "jobkit".wake_sent w where w.type = p_type;
-    if v_sent > pg_catalog.clock_timestamp() - interval '1 second'
-       and v_sent > coalesce(v_idle, '-infinity'::timestamptz) then
-        return false;
-    end if;
-    if not "jobkit"._wake_on(p_type) then
-        return null;
-    end if;
-    if pg_catalog.pg_try_advisory_xact_lock(
-           pg_catalog.hashtextextended('jobkit.wake_sent:' || p_type, 0)) then
-        insert into "jobkit".wake_sent as w (type, sent_at) values (p_type, pg_catalog.clock_timestamp())
-        on conflict (type) do update set sent_at = excluded.sent_at;
-    end if;
-    return true;
 end
 $$;
 
@@ -2752,22 +2780,74 @@ $$;
 
 -- The insert trigger: per statement, per type, the due rows and the earliest future one. One
 -- statement, not a cursor loop over them (issue 23: the loop cost 13,000 instructions an enqueue).
--- Issue 23: a statement of one pending row (a single enqueue) reads it with a LIMIT query and calls
--- _wake_for as an expression; only a statement of several rows pays for the aggregate (a hash
--- aggregate's set-up alone was 30,000 instructions, spread over a bulk statement's rows).
+-- Issue 23: a statement of one pending row (a single enqueue) reads it with a LIMIT query; when it
+-- is due and its transaction has recorded no wake-up yet (the commonest case), _wake_for's first
+-- path runs here, inlined (sql/shared/wake.sql: no plpgsql call), else _wake_for is called as an
+-- expression; only a statement of several rows pays for the aggregate (a hash aggregate's set-up
+-- alone was 30,000 instructions, spread over a bulk statement's rows).
 create or replace function "jobkit".jobs_wake_on_insert() returns trigger
 language plpgsql security definer set search_path = '' as $$
 declare
     v_type text;
     v_at timestamptz;
     v_more boolean;
+    v_send boolean;
     v_void text;
 begin
     select n.type, n.scheduled_for, exists (select from new_jobs m where m.status = 'pending' offset 1)
     into v_type, v_at, v_more from new_jobs n where n.status = 'pending' limit 1;
-    if not v_more then  -- one pending row: _wake_for as an expression (no row: v_more is null)
-        v_void := "jobkit"._wake_for(v_type, (v_at <= pg_catalog.now())::int,
-                                    case when v_at > pg_catalog.now() then v_at end);
+    if not v_more then  -- one pending row (no row: v_more is null)
+        if v_at <= pg_catalog.now()
+           and coalesce(pg_catalog.current_setting('jobkit.wakes', true), '') = '' then
+            <<first>>
+            declare
+                v_wn_draining timestamptz;
+                v_wn_idle timestamptz;
+                v_wn_sent timestamptz;
+                v_wn_lock text;  -- the lock's void result: an assignment is a simple expression, a perform is a query
+            begin
+                if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
+                    v_send := case when (not exists (select from "jobkit".pauses p where p.type = v_type and p.key is null)
+                     and coalesce((select t.wake_on_insert from "jobkit".job_types t where t.type = v_type),
+                                  (select t.wake_on_insert from "jobkit".job_types t where t.type = '*'), true)) then true end;
+                    exit first;
+                end if;
+                v_wn_lock := pg_catalog.pg_advisory_xact_lock_shared(
+                    pg_catalog.hashtextextended('jobkit.wake:' || v_type, 0));
+                select d.draining_until, d.idle_at into v_wn_draining, v_wn_idle
+                from "jobkit".wake_drains d where d.type = v_type;
+                if v_wn_draining > pg_catalog.clock_timestamp() then
+                    v_send := false;
+                    exit first;
+                end if;
+                select w.sent_at into v_wn_sent from "jobkit".wake_sent w where w.type = v_type;
+                if v_wn_sent > pg_catalog.clock_timestamp() - interval '1 second'
+                   and v_wn_sent > coalesce(v_wn_idle, '-infinity'::timestamptz) then
+                    v_send := false;
+                    exit first;
+                end if;
+                if not (not exists (select from "jobkit".pauses p where p.type = v_type and p.key is null)
+                     and coalesce((select t.wake_on_insert from "jobkit".job_types t where t.type = v_type),
+                                  (select t.wake_on_insert from "jobkit".job_types t where t.type = '*'), true)) then
+                    v_send := null;
+                    exit first;
+                end if;
+                if pg_catalog.pg_try_advisory_xact_lock(
+                       pg_catalog.hashtextextended('jobkit.wake_sent:' || v_type, 0)) then
+                    insert into "jobkit".wake_sent as w (type, sent_at) values (v_type, pg_catalog.clock_timestamp())
+                    on conflict (type) do update set sent_at = excluded.sent_at;
+                end if;
+                v_send := true;
+            end first;
+            if v_send then
+                v_void := "jobkit"._send_wake(v_type, 1);
+            end if;
+            v_void := pg_catalog.set_config('jobkit.wakes', case when v_send is not null
+                then '{' || pg_catalog.to_json(v_type)::text || ':[1,1,null,null,null]}' else '' end, true);
+        else
+            v_void := "jobkit"._wake_for(v_type, (v_at <= pg_catalog.now())::int,
+                                        case when v_at > pg_catalog.now() then v_at end);
+        end if;
     elsif v_more then
         perform "jobkit"._wake_for(n.type, n.due, n.at)
         from (select n.type, count(*) filter (where n.scheduled_for <= pg_catalog.now()) as due,
@@ -2790,8 +2870,9 @@ create or replace trigger jobs_wake_on_insert after insert on "jobkit".jobs
 -- row_inbox, in the changing transaction, and wakes the type's worker once per statement. Here those
 -- rows become jobs, off that transaction: up to p_limit staged rows (null: all) of p_type (null:
 -- every type; p_trigger: only that trigger's) are deleted and inserted into jobs in one statement.
--- A staged row is one object of the payload's and the primary key's columns, keyed f1, f2, ... in
--- the order staged() in sql/row_trigger.sql writes them (the row itself for payload "row"); its
+-- A staged row is one json array of the payload's and the primary key's columns, in the order
+-- staged() in sql/row_trigger.sql writes them (past 100 columns, and before stop 33: one object of
+-- the same values keyed f1, f2, ...; the row itself for payload "row"); its
 -- trigger's row_triggers.spec (its payload, its primary key's columns), read once per trigger, names
 -- them and takes them apart into the job's payload and its source (trigger, table, operation,
 -- primary key). For a trigger declared with idempotency =
@@ -2819,7 +2900,7 @@ language sql volatile set search_path = '' as $$
     ), specs as (  -- per trigger, once: how its staged object splits into payload and primary key
         select g.name, g.op, g.table_name, g.spec ->> 'idempotency' = 'pk' as keyed,
                g.spec ->> 'payload' = 'row' as whole, g.spec -> 'pk' as pk,
-               -- the staged object's keys f1, f2, ... name these columns (sql/row_trigger.sql's staged())
+               -- the staged array's elements (or object's keys f1, f2, ...) are these columns (staged())
                case when g.spec ->> 'payload' = 'row' then null else array(
                    select c.k from (
                        select p.k, p.n from jsonb_array_elements_text(
@@ -2840,8 +2921,9 @@ language sql volatile set search_path = '' as $$
                else '{}' end as not_pk
         from "jobkit".row_triggers g
         where g.name in (select distinct x.name from staged x)
-    ), renamed as (  -- f1, f2, ... named in one aggregate over the batch (a subquery a row: +29 k Ir a row)
-        select x.id, jsonb_object_agg(n.k, x.staged -> ('f' || n.i)) as staged
+    ), renamed as (  -- named in one aggregate over the batch (a subquery a row: +29 k Ir a row)
+        select x.id, jsonb_object_agg(n.k, case when jsonb_typeof(x.staged) = 'array' then x.staged -> (n.i::int - 1)
+                                                else x.staged -> ('f' || n.i) end) as staged
         from staged x
         join specs g on g.name = x.name and g.op = x.op
         cross join lateral unnest(g.names) with ordinality n(k, i)

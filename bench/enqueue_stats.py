@@ -49,13 +49,15 @@ def _side(cluster: BenchCluster, side: Side, args: argparse.Namespace, db: str) 
         s.execute("select pg_stat_statements_reset()")
     done = subprocess.run([str(side.python), "-I", "-c", CLIENT, url, str(args.calls)],
                           capture_output=True, text=True, check=True)
-    took = sorted(json.loads(done.stdout)[2:])  # the first two: connection warm-up, plans
+    calls = json.loads(done.stdout)
+    took = sorted(calls[2:])  # the first two apart: the process's first call, the plans
     import psycopg
 
     with psycopg.connect(cluster.url(), autocommit=True) as conn:
         rows = conn.execute(STATS, (db, args.top)).fetchall()
     print(f"\n## {side.label} ({db}): client wall per call: median {took[len(took) // 2] * 1e3:.2f} ms, "
-          f"min {took[0] * 1e3:.2f} ms ({len(took)} calls)")
+          f"min {took[0] * 1e3:.2f} ms ({len(took)} calls); the first two calls {calls[0] * 1e3:.2f} and "
+          f"{calls[1] * 1e3:.2f} ms")
     print("| top | calls | rows | exec ms/call | plan ms/call | WAL B/call | blocks/call | io ms "
           "| statement |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")

@@ -119,6 +119,10 @@ class Server:
             pid = conn.execute("select pg_backend_pid()").fetchone()[0]  # type: ignore[index]
             for sql, params, binary in statements:
                 conn.cursor(binary=binary).execute(sql, params).fetchall()
+        return self.total(pid, keep)
+
+    def total(self, pid: int, keep: Path | None = None) -> int:
+        """Backend ``pid``'s total instructions, once it has exited (its file copied to ``keep``)."""
         out = self.dir / f"cg.{pid}"
         for _ in range(600):
             if out.exists() and _has_totals(out):

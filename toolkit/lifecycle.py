@@ -37,7 +37,7 @@ from .jobs import (
     WaitSpec,
     WorkerInfo,
 )
-from .queries import queries
+from .queries import Named
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -59,7 +59,7 @@ class Statements:
     """Every lifecycle step as a Statement, for one schema. Pure: no I/O."""
 
     def __init__(self, schema: str = "jobkit") -> None:
-        self.q = queries(schema)
+        self.q = Named(schema)  # renders only the files of the queries it runs
 
     def enqueue(self, job: NewJob, trace_context: TraceContext | None = None) -> Statement[UUID]:
         if trace_context is None and _plain(job):

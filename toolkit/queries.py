@@ -33,16 +33,46 @@ _NAME_RE = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 @lru_cache(maxsize=16)
 def queries(schema: str) -> dict[str, str]:
     """Every named query, rendered for ``schema``."""
-    env = environment()
     found: dict[str, str] = {}
+    for name in sorted(set(_index().values())):
+        found.update(_file(schema, name))
+    return found
+
+
+def query(schema: str, name: str) -> str:
+    """One named query rendered for ``schema``: only the file that holds it is rendered (issue 23:
+    compiling every file's template was most of a process's first ``enqueue_many``)."""
+    return _file(schema, _index()[name])[name]
+
+
+class Named:
+    """``queries(schema)[name]`` for code that runs a few queries of one or two files."""
+
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+
+    def __getitem__(self, name: str) -> str:
+        return query(self.schema, name)
+
+
+@lru_cache(maxsize=1)
+def _index() -> dict[str, str]:
+    """Which file holds each query, from the files' ``-- name:`` headers (nothing rendered)."""
+    where: dict[str, str] = {}
     folder = sql_root().joinpath("queries")
     for name in sorted(n.name for n in folder.iterdir() if n.name.endswith(".sql")):
-        text = env.get_template(f"queries/{name}").render(schema=schema, s=ident(schema))
-        for query_name, body in parse(text, name):
-            if query_name in found:
+        for query_name in _NAME_RE.findall(folder.joinpath(name).read_text()):
+            if query_name in where:
                 raise ResourceError(f"query {query_name} is defined twice")
-            found[query_name] = body
-    return found
+            where[query_name] = name
+    return where
+
+
+@lru_cache(maxsize=64)
+def _file(schema: str, name: str) -> dict[str, str]:
+    """One query file's named queries, rendered for ``schema``."""
+    text = environment().get_template(f"queries/{name}").render(schema=schema, s=ident(schema))
+    return dict(parse(text, name))
 
 
 def parse(text: str, source: str) -> list[tuple[str, str]]:

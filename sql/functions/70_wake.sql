@@ -365,7 +365,9 @@ $$;
 -- is due and its transaction has recorded no wake-up yet (the commonest case), _wake_for's first
 -- path runs here, inlined (sql/shared/wake.sql: no plpgsql call), else _wake_for is called as an
 -- expression; only a statement of several rows pays for the aggregate (a hash aggregate's set-up
--- alone was 30,000 instructions, spread over a bulk statement's rows).
+-- alone was 30,000 instructions, spread over a bulk statement's rows). Issue 23 (stop 33): the
+-- commonest bulk statement has one type; a plain aggregate (and one comparison a row with the
+-- first row's type) serves it, the grouped one only runs when the types differ.
 create or replace function {{ s }}.jobs_wake_on_insert() returns trigger
 language plpgsql security definer set search_path = '' as $$
 declare
@@ -374,6 +376,8 @@ declare
     v_more boolean;
     v_send boolean;
     v_void text;
+    v_due bigint;
+    v_same boolean;
 begin
     select n.type, n.scheduled_for, exists (select from new_jobs m where m.status = 'pending' offset 1)
     into v_type, v_at, v_more from new_jobs n where n.status = 'pending' limit 1;
@@ -385,11 +389,19 @@ begin
             v_void := {{ s }}._wake_for(v_type, (v_at <= pg_catalog.now())::int,
                                         case when v_at > pg_catalog.now() then v_at end);
         end if;
-    elsif v_more then
-        perform {{ s }}._wake_for(n.type, n.due, n.at)
-        from (select n.type, count(*) filter (where n.scheduled_for <= pg_catalog.now()) as due,
-                     min(n.scheduled_for) filter (where n.scheduled_for > pg_catalog.now()) as at
-              from new_jobs n where n.status = 'pending' group by n.type) n;
+    elsif v_more then  -- several: one plain aggregate; grouped by type only when types differ
+        select count(*) filter (where n.scheduled_for <= pg_catalog.now()),
+               min(n.scheduled_for) filter (where n.scheduled_for > pg_catalog.now()),
+               bool_and(n.type operator(pg_catalog.=) v_type)
+        into v_due, v_at, v_same from new_jobs n where n.status = 'pending';
+        if v_same then
+            v_void := {{ s }}._wake_for(v_type, v_due, v_at);
+        else
+            perform {{ s }}._wake_for(n.type, n.due, n.at)
+            from (select n.type, count(*) filter (where n.scheduled_for <= pg_catalog.now()) as due,
+                         min(n.scheduled_for) filter (where n.scheduled_for > pg_catalog.now()) as at
+                  from new_jobs n where n.status = 'pending' group by n.type) n;
+        end if;
     end if;
     return null;
 end

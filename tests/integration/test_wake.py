@@ -182,6 +182,17 @@ def test_delayed_jobs_send_their_due_time(wired: Settings, session: Session, ser
     assert "at" not in _body(server.wait_for(3)[2])
 
 
+def test_a_batch_of_one_type_sends_its_earliest_due_time(wired: Settings, session: Session, server: Server) -> None:
+    """One statement, one type, every job delayed: one wake-up carrying the soonest due time."""
+    manager = Lifecycle(session, "jobkit")
+    ids = manager.enqueue_many([NewJob("email", {}, delay=_s(d)) for d in (30, 5, 60)])
+    [seen] = server.wait_for(1)
+    due = session.scalar("select extract(epoch from scheduled_for)::float8 from jobkit.jobs where id = %s",
+                         (ids[1],))
+    assert _body(seen)["type"] == "email" and _body(seen)["at"] == pytest.approx(due)
+    assert _requests(session) == 1
+
+
 def test_future_jobs_far_ahead_and_switched_off_types(wired: Settings, session: Session) -> None:
     manager = Lifecycle(session, "jobkit")
     manager.enqueue(NewJob("bulk", {}))

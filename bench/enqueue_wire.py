@@ -1,0 +1,89 @@
+"""`python -m bench.enqueue_wire [--ref REF] [--n 4] [--warm 3] [--top K]`: server instructions per
+job of a bulk enqueue as a client sends it over the wire: each side's own ``jobkit.enqueue_many``
+(run by that side's Python, as bench/baseline_driver.py's bulk figure runs it: 1,000 jobs a call,
+``{"i": i}`` payloads, autocommit) against a postmaster under callgrind.
+
+bench.callgrind's bulk runs in single-user mode with literal arguments: it cannot see how
+parameters are received (Bind, jsonb_recv/array_recv, text or binary), nor the result sent back.
+Here, as in bench.steps_wire, each side is deployed, a copy of its data directory is served by a
+postmaster under valgrind's callgrind (fsync on, no preloaded libraries), and the client connects
+through the Unix socket. Each measured connection (one backend) makes ``--warm`` calls, or
+``--warm + --n``; the difference of the two backends' totals over the extra jobs is what a job
+costs the server, from Bind to commit. The client is not counted (see --client for its time)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import tempfile
+from pathlib import Path
+
+from . import callgrind, steps_wire
+from .baseline_venv import Side, build, working_tree
+from .steps_wire import Server
+
+BULK = 1000
+PORT = 5493  # not steps_wire's: both may run at once
+
+#: Run by the side's own interpreter (-I: its own jobkit only): ``count`` enqueue_many calls of
+#: BULK jobs on one connection; prints the backend's pid, then the client's seconds per call.
+CLIENT = """
+import sys, time, psycopg, jobkit
+host, port, db, count, start = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+with psycopg.connect(host=host, port=port, user="postgres", dbname=db, autocommit=True) as conn:
+    print(conn.execute("select pg_backend_pid()").fetchone()[0], flush=True)
+    for c in range(count):
+        lo = start + c * BULK
+        jobkit.enqueue_many(conn, [jobkit.NewJob("bench.noop", {"i": i}) for i in range(lo, lo + BULK)])
+""".replace("BULK", str(BULK))
+
+
+def _backend(server: Server, side: Side, count: int, start: int, keep: Path) -> int:
+    done = subprocess.run([str(side.python), "-I", "-c", CLIENT, str(server.dir), str(PORT), server.db,
+                           str(count), str(start)], capture_output=True, text=True, check=True)
+    pid = int(done.stdout.split()[0])
+    return server.total(pid, keep)
+
+
+def _side(side: Side, args: argparse.Namespace, out: Path) -> None:
+    dep = callgrind.Deployed(side, fill=0)
+    try:
+        server = Server(dep, side.label)
+        try:
+            with server.connect() as conn:
+                for stmt in callgrind.ANALYZE.split(";"):
+                    conn.execute(stmt)
+            for r in range(args.rounds):
+                files = [out / f"{r}-small.cg", out / f"{r}-big.cg"]
+                small = _backend(server, side, args.warm, 10_000_000 * (2 * r + 1), files[0])
+                big = _backend(server, side, args.warm + args.n, 10_000_000 * (2 * r + 2), files[1])
+                per = args.n * BULK
+                print(f"{side.label:32} enqueue_many, {BULK:,} a call  {(big - small) / per:>10,.0f} "
+                      "instructions per job", flush=True)
+                for row in callgrind.top(files[0], files[1], per, args.top) if args.top else []:
+                    print("    " + row)
+        finally:
+            server.close()
+    finally:
+        dep.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.enqueue_wire")
+    ap.add_argument("--ref", action="append", default=[], help="also measure this commit's enqueue_many")
+    ap.add_argument("--n", type=int, default=4, help="calls beyond the warm-up")
+    ap.add_argument("--warm", type=int, default=3, help="warm-up calls")
+    ap.add_argument("--rounds", type=int, default=1, help="measure each side this many times")
+    ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs a job")
+    ap.add_argument("--keep", type=Path, default=None, help="keep the callgrind files here")
+    args = ap.parse_args()
+    steps_wire.PORT = PORT
+    with tempfile.TemporaryDirectory(prefix="jk-ewire-out-") as tmp:
+        for i, side in enumerate([working_tree(), *(build(r) for r in args.ref)]):
+            out = (args.keep or Path(tmp)) / f"side{i}"
+            out.mkdir(parents=True, exist_ok=True)
+            _side(side, args, out)
+
+
+if __name__ == "__main__":
+    main()

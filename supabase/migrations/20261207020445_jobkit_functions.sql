@@ -1,4 +1,4 @@
--- jobkit-functions: c4deeb0ee992c5063ad4996bf33b779941cadbe4f07f06f984a6f46006efbd50
+-- jobkit-functions: e2bda52fddc42a308fc01fe71cc65011f2bf64bc71e81d272486d2f268110627
 -- sql/functions/ as one Supabase CLI migration (`jobkit render --supabase`). `jobkit deploy` applies
 -- those files statement by statement; a migration file is a plain script, so this one replaces what
 -- a database already has wholesale: the EXECUTE grants other roles hold are kept, every function
@@ -2784,7 +2784,9 @@ $$;
 -- is due and its transaction has recorded no wake-up yet (the commonest case), _wake_for's first
 -- path runs here, inlined (sql/shared/wake.sql: no plpgsql call), else _wake_for is called as an
 -- expression; only a statement of several rows pays for the aggregate (a hash aggregate's set-up
--- alone was 30,000 instructions, spread over a bulk statement's rows).
+-- alone was 30,000 instructions, spread over a bulk statement's rows). Issue 23 (stop 33): the
+-- commonest bulk statement has one type; a plain aggregate (and one comparison a row with the
+-- first row's type) serves it, the grouped one only runs when the types differ.
 create or replace function "jobkit".jobs_wake_on_insert() returns trigger
 language plpgsql security definer set search_path = '' as $$
 declare
@@ -2793,6 +2795,8 @@ declare
     v_more boolean;
     v_send boolean;
     v_void text;
+    v_due bigint;
+    v_same boolean;
 begin
     select n.type, n.scheduled_for, exists (select from new_jobs m where m.status = 'pending' offset 1)
     into v_type, v_at, v_more from new_jobs n where n.status = 'pending' limit 1;
@@ -2848,11 +2852,19 @@ begin
             v_void := "jobkit"._wake_for(v_type, (v_at <= pg_catalog.now())::int,
                                         case when v_at > pg_catalog.now() then v_at end);
         end if;
-    elsif v_more then
-        perform "jobkit"._wake_for(n.type, n.due, n.at)
-        from (select n.type, count(*) filter (where n.scheduled_for <= pg_catalog.now()) as due,
-                     min(n.scheduled_for) filter (where n.scheduled_for > pg_catalog.now()) as at
-              from new_jobs n where n.status = 'pending' group by n.type) n;
+    elsif v_more then  -- several: one plain aggregate; grouped by type only when types differ
+        select count(*) filter (where n.scheduled_for <= pg_catalog.now()),
+               min(n.scheduled_for) filter (where n.scheduled_for > pg_catalog.now()),
+               bool_and(n.type operator(pg_catalog.=) v_type)
+        into v_due, v_at, v_same from new_jobs n where n.status = 'pending';
+        if v_same then
+            v_void := "jobkit"._wake_for(v_type, v_due, v_at);
+        else
+            perform "jobkit"._wake_for(n.type, n.due, n.at)
+            from (select n.type, count(*) filter (where n.scheduled_for <= pg_catalog.now()) as due,
+                         min(n.scheduled_for) filter (where n.scheduled_for > pg_catalog.now()) as at
+                  from new_jobs n where n.status = 'pending' group by n.type) n;
+        end if;
     end if;
     return null;
 end

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import threading
@@ -32,9 +33,11 @@ from .cluster import BenchCluster
 
 #: Run in the side's interpreter: fill, then (after the parent's reset) drain; print the timing.
 CHILD = """
-import asyncio, json, sys, time
+import asyncio, json, os, sys, time
 sys.path.insert(0, {bench!r})
 import baseline_driver as d
+if os.environ.get("JK_BENCH_CLAIMERS"):  # --claimers: a Drainer option of the working tree only
+    d.FIXED["claimers"] = int(os.environ["JK_BENCH_CLAIMERS"])
 url, n, phase = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 if phase == "fill":
     import psycopg
@@ -57,10 +60,11 @@ where d.datname = current_database() and s.query not like '%%pg_stat%%'
 XACT = "select xact_commit, xact_rollback from pg_stat_database where datname = current_database()"
 
 
-def _child(side: Side, url: str, n: int, phase: str) -> str:
+def _child(side: Side, url: str, n: int, phase: str, claimers: int | None = None) -> str:
     code = CHILD.format(bench=str(DRIVER.parent))
+    env = {**os.environ, "JK_BENCH_CLAIMERS": str(claimers or "")}
     done = subprocess.run([str(side.python), "-I", "-c", code, url, str(n), phase],
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True, check=True, env=env)
     return done.stdout
 
 
@@ -97,7 +101,7 @@ def _short(query: str) -> str:
     return text[:110]
 
 
-def measure(cluster: BenchCluster, side: Side, key: str, n: int) -> dict[str, Any]:
+def measure(cluster: BenchCluster, side: Side, key: str, n: int, claimers: int | None) -> dict[str, Any]:
     with cluster.database(key) as url:
         _child(side, url, n, "fill")
         with psycopg.connect(url, autocommit=True) as conn:
@@ -108,7 +112,7 @@ def measure(cluster: BenchCluster, side: Side, key: str, n: int) -> dict[str, An
             sampler = threading.Thread(target=_sample, args=(url, stop, waits))
             sampler.start()
             try:
-                out = json.loads(_child(side, url, n, "drain").strip().splitlines()[-1])
+                out = json.loads(_child(side, url, n, "drain", claimers).strip().splitlines()[-1])
             finally:
                 stop.set()
                 sampler.join()
@@ -121,8 +125,8 @@ def measure(cluster: BenchCluster, side: Side, key: str, n: int) -> dict[str, An
         "wal_per_job": (after[0] - before[0]) / n,
         "commits": (after[1] - before[1]) * per, "rollbacks": (after[2] - before[2]) * per,
         "waits": {k: v / max(waits["samples"], 1) for k, v in waits.most_common() if k != "samples"},
-        "stmts": sorted(((_short(q), c * per, pl * per, r * per, (e + p) * per) for q, c, pl, r, e, p in stmts),
-                        key=lambda s: -s[4]),
+        "stmts": sorted(((_short(q), c * per, pl * per, r * per, (e + p) * per)
+                         for q, c, pl, r, e, p in stmts), key=lambda s: -s[4]),
     }
 
 
@@ -150,6 +154,8 @@ def main() -> None:
                     help="pg_stat_statements.track = all (the statements inside functions too: their time is "
                          "also in the calling statement's) and track_planning = on (plans: how many times "
                          "each statement was planned; a cached generic plan is not counted)")
+    ap.add_argument("--claimers", type=int, default=None,
+                    help="the working tree's Drainer(claimers=K) (default: its default; not for --ref sides)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
     sides = [working_tree(), *(build(r) for r in args.ref)]
@@ -163,7 +169,7 @@ def main() -> None:
             cluster.register(f"side{i}", installer(side))
         for _ in range(args.rounds):
             for i, side in enumerate(sides):
-                res = measure(cluster, side, f"side{i}", args.n)
+                res = measure(cluster, side, f"side{i}", args.n, args.claimers if i == 0 else None)
                 report(res, args.top)
                 results.append(res)
     if args.json:

@@ -45,12 +45,12 @@ def _settled(files: set[Path]) -> int:
     raise RuntimeError("a drain backend wrote no callgrind totals")
 
 
-def _drain(server: steps_wire.Server, side: Side, n: int) -> tuple[int, int]:
+def _drain(server: steps_wire.Server, side: Side, n: int, claimers: int | None) -> tuple[int, int]:
     """(instructions of the drain's backends, how many backends); each backend's total printed."""
     _child(side, _url(server), n, "fill")
     time.sleep(2)
     before = _files(server)
-    _child(side, _url(server), n, "drain")
+    _child(side, _url(server), n, "drain", claimers)
     time.sleep(2)
     new = _files(server) - before
     total = _settled(new)
@@ -66,13 +66,13 @@ def _stop(server: steps_wire.Server) -> None:
     server.close()
 
 
-def measure(side: Side, small: int, big: int) -> None:
+def measure(side: Side, small: int, big: int, claimers: int | None = None) -> None:
     dep = callgrind.Deployed(side, fill=0)
     try:
         server = steps_wire.Server(dep, side.label)
         try:
-            a, na = _drain(server, side, small)
-            b, nb = _drain(server, side, big)
+            a, na = _drain(server, side, small, claimers)
+            b, nb = _drain(server, side, big, claimers)
         finally:
             _stop(server)
     finally:
@@ -87,11 +87,13 @@ def main() -> None:
     ap.add_argument("--small", type=int, default=1000, help="jobs in the first drain")
     ap.add_argument("--big", type=int, default=3000, help="jobs in the second drain")
     ap.add_argument("--rounds", type=int, default=1, help="measure each side this many times")
+    ap.add_argument("--claimers", type=int, default=None,
+                    help="the working tree's Drainer(claimers=K) (default: its default)")
     args = ap.parse_args()
     sides = [working_tree(), *(build(r) for r in args.ref)]
     for _ in range(args.rounds):
         for side in sides:
-            measure(side, args.small, args.big)
+            measure(side, args.small, args.big, None if side.label != sides[0].label else args.claimers)
 
 
 if __name__ == "__main__":

@@ -135,8 +135,7 @@ def report(res: dict[str, Any], top: int) -> None:
           f"WAL {res['wal_per_job']:,.0f} bytes/job; per 1,000 jobs: {res['commits']:,.1f} commits, "
           f"{res['rollbacks']:,.1f} rollbacks (the monitor's own few included)")
     calls = sum(s[1] for s in res["stmts"])
-    ms = sum(s[3] for s in res["stmts"])
-    print(f"   statements per 1,000 jobs: {calls:,.1f} calls, {ms:,.1f} ms exec+plan")
+    print(f"   statements per 1,000 jobs: {calls:,.1f} calls")
     print("   busy backends per sample, by wait (CPU: none): "
           + ", ".join(f"{k} {v:.2f}" for k, v in list(res["waits"].items())[:8]))
     print(f"   {'calls':>8} {'plans':>8} {'rows':>9} {'ms':>8}  query")

@@ -10,13 +10,17 @@
 -- is the enqueuer's. The ids go through an array so that the update probes the primary key
 -- whatever the planner guesses. Nothing of a paused type; a paused key's jobs are skipped. A fair
 -- type (job_types.fair) claims through _claim_fair: per-key and per-type running limits, keys
--- served round-robin.
+-- served round-robin. Its statements keep one generic plan (plan_cache_mode; issue 23, stop 33):
+-- the plan cache costed the generic plan higher (its LIMIT unknown) and planned the update afresh
+-- on every claim, against the ten indexes and twelve CHECKs of jobs (a claim of 100: ~6,500 server
+-- instructions a job single-user, ~20,000 over the wire); the generic plan is the same index walk.
+-- _wake_due and _claim_fair, called from here, choose their own (the setting would reach them).
 create or replace function {{ s }}.claim_jobs(
     p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text default null,
     p_max_attempts int default null
 ) returns table (id uuid, type text, attempts int, max_attempts int, priority int, payload jsonb,
                  idempotency_key text, trace_context jsonb)
-language plpgsql volatile set search_path = '' as $$
+language plpgsql volatile set search_path = '' set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
     v_key text;

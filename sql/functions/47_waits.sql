@@ -366,9 +366,11 @@ $$;
 
 -- Resolve the waits whose due time has passed (sleeps that end, waits that time out), up to
 -- p_limit of them, of one type (null: every type). Waits another transaction holds are skipped.
+-- plan_cache_mode = auto, not the generic plans of claim_jobs (which calls it): "p_type is null or"
+-- folds away only when the plan knows p_type.
 create or replace function {{ s }}._wake_due(p_type text, p_limit int, p_wake boolean default true)
 returns int
-language plpgsql volatile set search_path = '' as $$
+language plpgsql volatile set search_path = '' set plan_cache_mode = auto as $$
 declare
     v_ids uuid[];
 begin

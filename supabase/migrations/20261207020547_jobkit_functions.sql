@@ -1,4 +1,4 @@
--- jobkit-functions: e2bda52fddc42a308fc01fe71cc65011f2bf64bc71e81d272486d2f268110627
+-- jobkit-functions: 096ca2e3659faad625a28bbc4524189fac54ea12f1ebdf3145dcbf2a357ba45c
 -- sql/functions/ as one Supabase CLI migration (`jobkit render --supabase`). `jobkit deploy` applies
 -- those files statement by statement; a migration file is a plain script, so this one replaces what
 -- a database already has wholesale: the EXECUTE grants other roles hold are kept, every function
@@ -427,13 +427,17 @@ $$;
 -- is the enqueuer's. The ids go through an array so that the update probes the primary key
 -- whatever the planner guesses. Nothing of a paused type; a paused key's jobs are skipped. A fair
 -- type (job_types.fair) claims through _claim_fair: per-key and per-type running limits, keys
--- served round-robin.
+-- served round-robin. Its statements keep one generic plan (plan_cache_mode; issue 23, stop 33):
+-- the plan cache costed the generic plan higher (its LIMIT unknown) and planned the update afresh
+-- on every claim, against the ten indexes and twelve CHECKs of jobs (a claim of 100: ~6,500 server
+-- instructions a job single-user, ~20,000 over the wire); the generic plan is the same index walk.
+-- _wake_due and _claim_fair, called from here, choose their own (the setting would reach them).
 create or replace function "jobkit".claim_jobs(
     p_type text, p_limit int, p_worker text, p_lease interval, p_rate_key text default null,
     p_max_attempts int default null
 ) returns table (id uuid, type text, attempts int, max_attempts int, priority int, payload jsonb,
                  idempotency_key text, trace_context jsonb)
-language plpgsql volatile set search_path = '' as $$
+language plpgsql volatile set search_path = '' set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
     v_key text;
@@ -1492,9 +1496,11 @@ $$;
 
 -- Resolve the waits whose due time has passed (sleeps that end, waits that time out), up to
 -- p_limit of them, of one type (null: every type). Waits another transaction holds are skipped.
+-- plan_cache_mode = auto, not the generic plans of claim_jobs (which calls it): "p_type is null or"
+-- folds away only when the plan knows p_type.
 create or replace function "jobkit"._wake_due(p_type text, p_limit int, p_wake boolean default true)
 returns int
-language plpgsql volatile set search_path = '' as $$
+language plpgsql volatile set search_path = '' set plan_cache_mode = auto as $$
 declare
     v_ids uuid[];
 begin

@@ -18,8 +18,6 @@ counts those at full speed."""
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import time
 from pathlib import Path
 
@@ -59,13 +57,6 @@ def _drain(server: steps_wire.Server, side: Side, n: int, claimers: int | None) 
     return total, len(new)
 
 
-def _stop(server: steps_wire.Server) -> None:
-    """A fast shutdown signalled to the postmaster itself (runuser does not pass SIGINT on)."""
-    pid = int((server.dir / "pgdata" / "postmaster.pid").read_text().split()[0])
-    os.kill(pid, signal.SIGINT)
-    server.close()
-
-
 def measure(side: Side, small: int, big: int, claimers: int | None = None) -> None:
     dep = callgrind.Deployed(side, fill=0)
     try:
@@ -74,7 +65,7 @@ def measure(side: Side, small: int, big: int, claimers: int | None = None) -> No
             a, na = _drain(server, side, small, claimers)
             b, nb = _drain(server, side, big, claimers)
         finally:
-            _stop(server)
+            server.close()
     finally:
         dep.close()
     print(f"{side.label:32} {(b - a) / (big - small):>10,.0f} server instructions per job "

@@ -77,9 +77,43 @@ DONE = ("prepare done as select count(*) from jobkit.complete_jobs("
         f"(select array_agg((e ->> 1)::int) from {CLAIMED}), null)")
 
 
+# Issue 23's raw ceiling (bench/raw.py's statements; the ids go through a setting instead of a pgbench
+# variable) on jobkit.jobs (rawjobs) or on its columns with only a primary key and the claim index
+# (rawmin), and claim_jobs + complete_jobs of 50 in one transaction (fn1) or two (fn2): per job.
+RAW_BATCH = 50
+RAW_TABLES = {"rawjobs": "jobkit.jobs", "rawmin": "raw_min"}
+RAW_MIN = ("create table raw_min (like jobkit.jobs including defaults); alter table raw_min add primary key (id); "
+           "create index raw_min_claim_idx on raw_min (type, priority desc, scheduled_for) where status = 'pending'; "
+           "insert into raw_min select * from jobkit.jobs; vacuum (analyze) raw_min; checkpoint")
+
+
+def _raw_prepare(table: str) -> str:
+    return (f"prepare claim as with picked as materialized (select id from {table} where type = '{JOB_TYPE}' "
+            "and status = 'pending' and scheduled_for <= now() order by priority desc, scheduled_for "
+            f"limit {RAW_BATCH} for update skip locked), claimed as (update {table} j set status = 'processing', "
+            "attempts = j.attempts + 1, started_at = now(), lease_expires_at = now() + interval '5 minutes', "
+            "worker_id = 'w1', updated_at = now() from picked where j.id = picked.id returning j.id) "
+            "select set_config('bench.claimed', coalesce(array_agg(id), '{}')::text, false) from claimed\n"
+            f"prepare done as update {table} set status = 'completed', completed_at = now(), "
+            "lease_expires_at = null, updated_at = now() "
+            "where id = any (current_setting('bench.claimed')::uuid[]) and status = 'processing'")
+
+
+def _raw_script(op: str, count: int, lines: list[str]) -> tuple[str, int]:
+    if op in RAW_TABLES:
+        lines.append(_raw_prepare(RAW_TABLES[op]))
+    else:
+        lines += [PREPARE["drain"], DONE]
+    one = f"execute claim({RAW_BATCH})\nexecute done" if op in ("fn1", "fn2") else "execute claim\nexecute done"
+    lines += [one if op == "fn2" else f"begin\n{one}\ncommit"] * count
+    return "\n".join(lines) + "\n", count * RAW_BATCH
+
+
 def script(op: str, count: int, setup: str = "") -> tuple[str, int]:
     """The statements for ``count`` operations, and how many jobs they handle."""
     lines = [*filter(None, setup.splitlines())]
+    if op in (*RAW_TABLES, "fn1", "fn2"):
+        return _raw_script(op, count, lines)
     if op in ("steps", "stepsq"):
         lines += [_running(), ANALYZE, PREPARE[op] + (_direct() if op == "stepsq" else "")]
         lines += [_save_steps(k) for k in range(1, count + 1)]
@@ -151,13 +185,15 @@ def fill_sql(jobs: int) -> str:
 class Deployed:
     """One side deployed into a stopped cluster's data directory (``--single`` needs it to itself)."""
 
-    def __init__(self, side: Side, fill: int) -> None:
+    def __init__(self, side: Side, fill: int, prep: str = "") -> None:
         self.side = side
         self.cluster = BenchCluster(echo=lambda _m: None).start()
         self.cluster.register("side", installer(side))
         self.db = self.cluster.template("side")
         if fill:
             self._psql(fill_sql(fill))
+        if prep:
+            self._psql(prep)
         self.data = self.cluster.local.status().data_dir
         self.cluster.local.stop()
 
@@ -253,7 +289,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.callgrind")
     ap.add_argument("--ref", action="append", default=[], help="also measure this commit (repeatable)")
     ap.add_argument("--n", type=int, default=200, help="operations beyond the warm-up (bulk/drain: /10)")
-    ap.add_argument("--ops", default="single,bulk,drain", help="any of single,bulk,drain,steps,stepsq,gather")
+    ap.add_argument("--ops", default="single,bulk,drain", help="any of single,bulk,drain,steps,stepsq,gather,rawjobs,rawmin,fn1,fn2")
     ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs")
     ap.add_argument("--setup", default="", help="statements (one a line) run first in both runs, e.g. to "
                     "switch a feature on or a trigger off")
@@ -276,7 +312,9 @@ def run(args: argparse.Namespace, sides: list[Side], outdir: Path) -> None:
         for op in ops:
             n = args.n if op in ("single", "emit", "steps", "stepsq") else max(args.n // 10, 2)
             fill = (WARM + n) * BATCH if op == "drain" else 0
-            dep = Deployed(side, fill=fill)
+            if op in (*RAW_TABLES, "fn1", "fn2"):
+                fill = (WARM + n) * RAW_BATCH
+            dep = Deployed(side, fill=fill, prep=RAW_MIN if op == "rawmin" else "")
             try:
                 per, rows = measure(dep, op, n, args.top, outdir, args.setup)
             finally:

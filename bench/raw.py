@@ -56,12 +56,12 @@ def setup(url: str, n: int) -> None:
             "vacuum (analyze) raw_jobs")
 
 
-def pgbench(url: str, clients: int, threads: int, transactions: int) -> float:
-    """Run the claim script; returns its duration as pgbench reports it (transactions / tps,
-    without process start-up and connection time)."""
+def pgbench(url: str, clients: int, threads: int, transactions: int, script_text: str = SCRIPT) -> float:
+    """Run the claim script (``script_text``, else SCRIPT); returns its duration as pgbench reports
+    it (transactions / tps, without process start-up and connection time)."""
     u = urlparse(url)
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
-        f.write(SCRIPT)
+        f.write(script_text)
         script = Path(f.name)
     try:
         cmd = [str(find_pg_bin() / "pgbench"), "-n", "-M", "prepared", "-f", str(script),

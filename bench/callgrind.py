@@ -82,15 +82,18 @@ DONE = ("prepare done as select count(*) from jobkit.complete_jobs("
 # (rawmin), and claim_jobs + complete_jobs of 50 in one transaction (fn1) or two (fn2): per job.
 RAW_BATCH = 50
 RAW_TABLES = {"rawjobs": "jobkit.jobs", "rawmin": "raw_min"}
-RAW_MIN = ("create table raw_min (like jobkit.jobs including defaults); alter table raw_min add primary key (id); "
-           "create index raw_min_claim_idx on raw_min (type, priority desc, scheduled_for) where status = 'pending'; "
-           "insert into raw_min select * from jobkit.jobs; vacuum (analyze) raw_min; checkpoint")
+RAW_MIN = ("create table raw_min (like jobkit.jobs including defaults); "
+           "alter table raw_min add primary key (id); "
+           "create index raw_min_claim_idx on raw_min (type, priority desc, scheduled_for) "
+           "where status = 'pending'; insert into raw_min select * from jobkit.jobs; "
+           "vacuum (analyze) raw_min; checkpoint")
 
 
 def _raw_prepare(table: str) -> str:
     return (f"prepare claim as with picked as materialized (select id from {table} where type = '{JOB_TYPE}' "
             "and status = 'pending' and scheduled_for <= now() order by priority desc, scheduled_for "
-            f"limit {RAW_BATCH} for update skip locked), claimed as (update {table} j set status = 'processing', "
+            f"limit {RAW_BATCH} for update skip locked), "
+            f"claimed as (update {table} j set status = 'processing', "
             "attempts = j.attempts + 1, started_at = now(), lease_expires_at = now() + interval '5 minutes', "
             "worker_id = 'w1', updated_at = now() from picked where j.id = picked.id returning j.id) "
             "select set_config('bench.claimed', coalesce(array_agg(id), '{}')::text, false) from claimed\n"
@@ -104,7 +107,8 @@ def _raw_script(op: str, count: int, lines: list[str]) -> tuple[str, int]:
         lines.append(_raw_prepare(RAW_TABLES[op]))
     else:
         lines += [PREPARE["drain"], DONE]
-    one = f"execute claim({RAW_BATCH})\nexecute done" if op in ("fn1", "fn2") else "execute claim\nexecute done"
+    claim = f"execute claim({RAW_BATCH})" if op in ("fn1", "fn2") else "execute claim"
+    one = f"{claim}\nexecute done"
     lines += [one if op == "fn2" else f"begin\n{one}\ncommit"] * count
     return "\n".join(lines) + "\n", count * RAW_BATCH
 
@@ -289,7 +293,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.callgrind")
     ap.add_argument("--ref", action="append", default=[], help="also measure this commit (repeatable)")
     ap.add_argument("--n", type=int, default=200, help="operations beyond the warm-up (bulk/drain: /10)")
-    ap.add_argument("--ops", default="single,bulk,drain", help="any of single,bulk,drain,steps,stepsq,gather,rawjobs,rawmin,fn1,fn2")
+    ap.add_argument("--ops", default="single,bulk,drain",
+                    help="any of single,bulk,drain,steps,stepsq,gather,rawjobs,rawmin,fn1,fn2")
     ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs")
     ap.add_argument("--setup", default="", help="statements (one a line) run first in both runs, e.g. to "
                     "switch a feature on or a trigger off")

@@ -37,7 +37,8 @@ MIN_TABLE = (
     "alter table raw_min add primary key (id)",
     "create index raw_min_claim_idx on raw_min (type, priority desc, scheduled_for) where status = 'pending'",
 )
-FN_CLAIM = (f"SELECT coalesce(array_agg(id), '{{}}')::text AS ids, coalesce(array_agg(attempts), '{{}}')::text "
+FN_CLAIM = ("SELECT coalesce(array_agg(id), '{}')::text AS ids, "
+            "coalesce(array_agg(attempts), '{}')::text "
             f"AS att FROM jobkit.claim_jobs('{JOB_TYPE}', {CLAIM}, 'w' || :client_id, interval '5 minutes')\n"
             "\\gset\n")
 FN_DONE = "SELECT count(*) FROM jobkit.complete_jobs(:ids::uuid[], :att::int[], null);\n"
@@ -48,7 +49,8 @@ SCRIPTS = {
     "fn1": "BEGIN;\n" + FN_CLAIM + FN_DONE + "COMMIT;\n",
     "fn2": FN_CLAIM + FN_DONE,
 }
-TABLES = {"raw": "raw_jobs", "rawmin": "raw_min", "jobs": "jobkit.jobs", "fn1": "jobkit.jobs", "fn2": "jobkit.jobs"}
+TABLES = {"raw": "raw_jobs", "rawmin": "raw_min", "jobs": "jobkit.jobs",
+          "fn1": "jobkit.jobs", "fn2": "jobkit.jobs"}
 
 
 def fill(url: str, variant: str, n: int) -> None:

@@ -30,6 +30,9 @@ from .cluster import BenchCluster, install_jobkit
 from .common import JOB_TYPE, DrainConfig, execute, scalar
 
 CLAIM = raw.CLAIM
+RAW_TABLE = ("create table raw_jobs (like jobkit.jobs including all) with ("
+             "autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.02, "
+             "autovacuum_analyze_scale_factor = 0.02)")  # as raw.setup makes it
 MIN_TABLE = (
     "create table raw_min (like jobkit.jobs including defaults) with ("
     "autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.02, "
@@ -53,17 +56,18 @@ TABLES = {"raw": "raw_jobs", "rawmin": "raw_min", "jobs": "jobkit.jobs",
           "fn1": "jobkit.jobs", "fn2": "jobkit.jobs"}
 
 
-def fill(url: str, variant: str, n: int) -> None:
-    """n pending jobs in the variant's table, inserted as raw.setup does, then VACUUM (ANALYZE)."""
-    if variant == "raw":
-        raw.setup(url, n)
-        return
-    if variant == "rawmin":
-        execute(url, *MIN_TABLE)
+def fill_sql(variant: str, n: int) -> list[str]:
+    """The statements that put n pending jobs in the variant's table, inserted as raw.setup does,
+    then VACUUM (ANALYZE)."""
     table = TABLES[variant]
-    execute(url, f"insert into {table} (type, payload, max_attempts) "
-                 f"select '{JOB_TYPE}', jsonb_build_object('i', g), 3 from generate_series(1, {n}) g",
-            f"vacuum (analyze) {table}")
+    made = {"raw": [RAW_TABLE], "rawmin": list(MIN_TABLE)}.get(variant, [])
+    return [*made, f"insert into {table} (type, payload, max_attempts) "
+                   f"select '{JOB_TYPE}', jsonb_build_object('i', g), 3 from generate_series(1, {n}) g",
+            f"vacuum (analyze) {table}"]
+
+
+def fill(url: str, variant: str, n: int) -> None:
+    execute(url, *fill_sql(variant, n))
 
 
 def pgbench_drain(url: str, variant: str, n: int, clients: int) -> float:

@@ -5,7 +5,8 @@ The working tree is deployed as bench.callgrind deploys it and served by bench.s
 under callgrind (fsync on, no preloaded libraries, autovacuum off), as bench.drain_wire_cg serves the
 Drainer. Per variant: the jobs are put in by SQL (bench.raw_gap's fill, not counted), then pgbench's
 4 clients drain them with the variant's script over the server's socket; the instructions of every
-backend that pgbench opened are summed. Two drains of ``--small`` and ``--big`` jobs: the difference
+backend that pgbench opened are summed, and pgbench's own (it runs under callgrind too). Two
+drains of ``--small`` and ``--big`` jobs: the difference
 over the extra jobs is the cost a job, connections cancelled. bench.drain_wire_cg gives the same
 figure for the Drainer, and bench.worker_cost the Drainer's own process."""
 
@@ -28,19 +29,19 @@ from .drain_wire_cg import _files, _new_files, _settled
 CLIENTS = 4
 
 
-def _pgbench(server: steps_wire.Server, script: str, clients: int, transactions: int) -> None:
-    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
-        f.write(script)
-        path = Path(f.name)
-    try:
-        cmd = [str(find_pg_bin() / "pgbench"), "-n", "-M", "prepared", "-f", str(path), "-c", str(clients),
+def _pgbench(server: steps_wire.Server, script: str, clients: int, transactions: int) -> int:
+    """Run pgbench (itself under callgrind) with ``script``; pgbench's own instructions."""
+    with tempfile.TemporaryDirectory(prefix="jk-pgb-") as tmp:
+        path, out = Path(tmp) / "script.sql", Path(tmp) / "pgbench.cg"
+        path.write_text(script)
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+               str(find_pg_bin() / "pgbench"), "-n", "-M", "prepared", "-f", str(path), "-c", str(clients),
                "-j", str(min(clients, 2)), "-t", str(transactions), "-h", str(server.dir),
                "-p", str(steps_wire.PORT), "-U", "postgres", server.db]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False)
-    finally:
-        path.unlink(missing_ok=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"pgbench failed: {(done.stderr or done.stdout).strip()[-300:]}")
+        if done.returncode != 0:
+            raise RuntimeError(f"pgbench failed: {(done.stderr or done.stdout).strip()[-300:]}")
+        return callgrind._total(out)
 
 
 def _written(cg: Path) -> None:
@@ -51,7 +52,7 @@ def _written(cg: Path) -> None:
     raise RuntimeError(f"{cg} was not written")
 
 
-def _drain(server: steps_wire.Server, variant: str, n: int) -> int:
+def _drain(server: steps_wire.Server, variant: str, n: int) -> tuple[int, int]:
     with server.connect() as conn:  # the fill's backend, waited for so that it is not counted
         pid = conn.execute("select pg_backend_pid()").fetchone()[0]
         if variant in ("raw", "rawmin"):
@@ -66,11 +67,12 @@ def _drain(server: steps_wire.Server, variant: str, n: int) -> int:
                 sql.Identifier(server.db), sql.Identifier(setting), sql.Literal(joins)))
     _written(server.dir / f"cg.{pid}")
     before = _files(server)
-    _pgbench(server, raw_gap.SCRIPTS[variant], CLIENTS, math.ceil(n / raw_gap.CLAIM / CLIENTS) + 2)
+    client = _pgbench(server, raw_gap.SCRIPTS[variant], CLIENTS, math.ceil(n / raw_gap.CLAIM / CLIENTS) + 2)
     new = _new_files(server, before, CLIENTS)
     total = _settled(new)
-    print(f"  {variant} drain of {n:,}: {len(new)} backends, {total:,} instructions", flush=True)
-    return total
+    print(f"  {variant} drain of {n:,}: {len(new)} backends, {total:,} instructions; pgbench {client:,}",
+          flush=True)
+    return total, client
 
 
 def main() -> None:
@@ -84,10 +86,11 @@ def main() -> None:
         server = steps_wire.Server(dep, "raw_gap")
         try:
             for variant in args.variants.split(","):
-                a = _drain(server, variant, args.small)
-                b = _drain(server, variant, args.big)
-                print(f"{variant:8} {(b - a) / (args.big - args.small):>10,.0f} server instructions per job",
-                      flush=True)
+                a, ca = _drain(server, variant, args.small)
+                b, cb = _drain(server, variant, args.big)
+                extra = args.big - args.small
+                print(f"{variant:8} {(b - a) / extra:>10,.0f} server instructions per job, "
+                      f"pgbench {(cb - ca) / extra:,.0f}", flush=True)
         finally:
             server.close()
     finally:

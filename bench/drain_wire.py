@@ -46,8 +46,7 @@ if phase == "fill":
         conn.execute("analyze jobkit.jobs")
 else:
     seen, first = [], []
-    fixed = not os.environ.get("JK_BENCH_DEFAULTS")  # drain_wire_cg --defaults: Drainer(concurrency=16)
-    elapsed = asyncio.run(d._drain(url, fixed, seen, first))
+    elapsed = asyncio.run(d._drain(url, True, seen, first))
     print(json.dumps({{"seen": len(seen), "distinct": len(set(seen)), "rate": n / elapsed}}))
 """
 

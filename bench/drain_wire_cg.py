@@ -8,8 +8,7 @@ deployed as bench.callgrind deploys it and served by a postmaster under callgrin
 (bench.steps_wire's Server: fsync on, no preloaded libraries, autovacuum off). The side's jobs
 are put in with its own ``enqueue_many`` (bench/baseline_driver.py's fill, not counted), then it
 drains with baseline_driver's fixed window (``Drainer(concurrency=16, batch_size=100,
-prefetch=25)``, a pool of 4; ``--defaults``: ``Drainer(concurrency=16)``, a pool of 8) in its own
-interpreter; the instructions of every backend that the
+prefetch=25)``, a pool of 4) in its own interpreter; the instructions of every backend that the
 drain opened (one callgrind file per process, written when it exits) are summed. Two drains of
 ``--small`` and ``--big`` jobs: the difference over the extra jobs is the cost per job, start-up
 (connections, the first plans) cancelled. The server runs ~50x slower under valgrind, so the
@@ -19,7 +18,6 @@ counts those at full speed."""
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -45,26 +43,14 @@ def _settled(files: set[Path]) -> int:
     raise RuntimeError("a drain backend wrote no callgrind totals")
 
 
-def _new_files(server: steps_wire.Server, before: set[Path], at_least: int) -> set[Path]:
-    """The callgrind files written since ``before`` once no more come: a backend under valgrind
-    writes its file some seconds after its client has gone (a fixed 2 s wait missed some)."""
-    for _ in range(600):
-        new = _files(server) - before
-        if len(new) >= at_least and all(steps_wire._has_totals(f) for f in new):
-            time.sleep(5)
-            if _files(server) - before == new:
-                return new
-        time.sleep(0.5)
-    raise RuntimeError("the drain's backends wrote no callgrind files")
-
-
 def _drain(server: steps_wire.Server, side: Side, n: int, claimers: int | None) -> tuple[int, int]:
     """(instructions of the drain's backends, how many backends); each backend's total printed."""
     _child(side, _url(server), n, "fill")
     time.sleep(2)
     before = _files(server)
     _child(side, _url(server), n, "drain", claimers)
-    new = _new_files(server, before, 1)
+    time.sleep(2)
+    new = _files(server) - before
     total = _settled(new)
     print(f"  {side.label} drain of {n:,}: backends " + ", ".join(
         f"{callgrind._total(f):,}" for f in sorted(new)), flush=True)
@@ -94,11 +80,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="measure each side this many times")
     ap.add_argument("--claimers", type=int, default=None,
                     help="the working tree's Drainer(claimers=K) (default: its default)")
-    ap.add_argument("--defaults", action="store_true",
-                    help="drain with Drainer(concurrency=16) on a pool of 8, not the fixed window")
     args = ap.parse_args()
-    if args.defaults:
-        os.environ["JK_BENCH_DEFAULTS"] = "1"  # read by drain_wire's child
     sides = [working_tree(), *(build(r) for r in args.ref)]
     for _ in range(args.rounds):
         for side in sides:

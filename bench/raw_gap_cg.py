@@ -1,14 +1,16 @@
-"""`python -m bench.raw_gap_cg [--small 1000] [--big 3000] [--variants raw,rawmin,jobs,fn1,fn2]`: server
-instructions per job of bench.raw_gap's pgbench variants over the wire.
+"""`python -m bench.raw_gap_cg [--small 1000] [--big 3000] [--variants raw,...,drainer]`: server
+instructions per job of bench.raw_gap's variants over the wire.
 
-The working tree is deployed as bench.callgrind deploys it and served by bench.steps_wire's postmaster
-under callgrind (fsync on, no preloaded libraries, autovacuum off), as bench.drain_wire_cg serves the
-Drainer. Per variant: the jobs are put in by SQL (bench.raw_gap's fill, not counted), then pgbench's
-4 clients drain them with the variant's script over the server's socket; the instructions of every
-backend that pgbench opened are summed, and pgbench's own (it runs under callgrind too). Two
-drains of ``--small`` and ``--big`` jobs: the difference
-over the extra jobs is the cost a job, connections cancelled. bench.drain_wire_cg gives the same
-figure for the Drainer, and bench.worker_cost the Drainer's own process."""
+The working tree is deployed as bench.callgrind deploys it and served by bench.steps_wire's
+postmaster under callgrind (fsync on, no preloaded libraries, autovacuum off), as
+bench.drain_wire_cg serves the Drainer. Per variant the jobs are put in by SQL (bench.raw_gap's
+fill; its backend is waited for and not counted), then drained over the server's socket: by
+pgbench's 4 clients with the variant's script (pgbench itself runs under callgrind too, and its
+instructions are shown), or by one Drainer as bench.drain_wire_cg drains (fixed: the fixed window
+on a pool of 4; drainer: ``Drainer(concurrency=16)`` on a pool of 8; bench.worker_cost counts the
+worker's process). The instructions of every backend that the drain opened are summed, once every
+one has written its file. Two drains of ``--small`` and ``--big`` jobs: the difference over the
+extra jobs is the cost a job, connections cancelled when both drains open as many."""
 
 from __future__ import annotations
 
@@ -23,10 +25,12 @@ from jobkit.ops.localdb import find_pg_bin
 from psycopg import sql
 
 from . import callgrind, raw_gap, steps_wire
-from .baseline_venv import working_tree
-from .drain_wire_cg import _files, _new_files, _settled
+from .baseline_venv import DRIVER, working_tree
+from .drain_wire import CHILD
+from .drain_wire_cg import _files, _settled, _url
 
 CLIENTS = 4
+DRAINERS = ("fixed", "drainer")  # bench.raw_gap's Drainer variants, as bench.drain_wire_cg drains
 
 
 def _pgbench(server: steps_wire.Server, script: str, clients: int, transactions: int) -> int:
@@ -52,12 +56,37 @@ def _written(cg: Path) -> None:
     raise RuntimeError(f"{cg} was not written")
 
 
+def _new_files(server: steps_wire.Server, before: set[Path], at_least: int) -> set[Path]:
+    """The callgrind files written since ``before`` once no more come: a backend under valgrind
+    writes its file some seconds after its client has gone (a fixed 2 s wait misses some)."""
+    for _ in range(600):
+        new = _files(server) - before
+        if len(new) >= at_least and all(steps_wire._has_totals(f) for f in new):
+            time.sleep(5)
+            if _files(server) - before == new:
+                return new
+        time.sleep(0.5)
+    raise RuntimeError("the drain's backends wrote no callgrind files")
+
+
+def _drainer(server: steps_wire.Server, fixed: bool, n: int) -> None:
+    """bench.drain_wire_cg's Drainer (baseline_driver's drain in the working tree's interpreter):
+    the fixed window, or ``Drainer(concurrency=16)`` on a pool of 8."""
+    code = CHILD.format(bench=str(DRIVER.parent))
+    call = "d._drain(url, True, seen, first)"
+    if call not in code:
+        raise RuntimeError("bench.drain_wire's child no longer drains as expected")
+    code = code.replace(call, f"d._drain(url, {fixed}, seen, first)")
+    subprocess.run([str(working_tree().python), "-I", "-c", code, _url(server), str(n), "drain"],
+                   capture_output=True, text=True, check=True)
+
+
 def _drain(server: steps_wire.Server, variant: str, n: int) -> tuple[int, int]:
     with server.connect() as conn:  # the fill's backend, waited for so that it is not counted
         pid = conn.execute("select pg_backend_pid()").fetchone()[0]
         if variant in ("raw", "rawmin"):
             conn.execute(f"drop table if exists {raw_gap.TABLES[variant]}")
-        for statement in raw_gap.fill_sql(variant, n):
+        for statement in raw_gap.fill_sql("jobs" if variant in DRAINERS else variant, n):
             conn.execute(statement)
         # pgbench's plan at bench/raw.py's 20,000 jobs (a nested loop over the primary key): at these
         # sizes the planner would hash the whole table on every claim instead
@@ -67,8 +96,13 @@ def _drain(server: steps_wire.Server, variant: str, n: int) -> tuple[int, int]:
                 sql.Identifier(server.db), sql.Identifier(setting), sql.Literal(joins)))
     _written(server.dir / f"cg.{pid}")
     before = _files(server)
-    client = _pgbench(server, raw_gap.SCRIPTS[variant], CLIENTS, math.ceil(n / raw_gap.CLAIM / CLIENTS) + 2)
-    new = _new_files(server, before, CLIENTS)
+    if variant in DRAINERS:
+        client = 0  # the worker's process: bench.worker_cost
+        _drainer(server, variant == "fixed", n)
+    else:
+        transactions = math.ceil(n / raw_gap.CLAIM / CLIENTS) + 2
+        client = _pgbench(server, raw_gap.SCRIPTS[variant], CLIENTS, transactions)
+    new = _new_files(server, before, 1 if variant in DRAINERS else CLIENTS)
     total = _settled(new)
     print(f"  {variant} drain of {n:,}: {len(new)} backends, {total:,} instructions; pgbench {client:,}",
           flush=True)
@@ -79,7 +113,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.raw_gap_cg")
     ap.add_argument("--small", type=int, default=1000, help="jobs in the first drain")
     ap.add_argument("--big", type=int, default=3000, help="jobs in the second drain")
-    ap.add_argument("--variants", default="raw,rawmin,jobs,fn1,fn2")
+    ap.add_argument("--variants", default="raw,rawmin,jobs,fn1,fn2,fixed,drainer")
     args = ap.parse_args()
     dep = callgrind.Deployed(working_tree(), fill=0)
     try:

@@ -6,7 +6,8 @@ Python, sides alternating; then the other shape, one call of ``--big`` jobs (the
 harness's "bulk enqueue (`enqueue_many`, 20,000)"), in a fresh process and database too.
 
 Per call: the client's wall (perf_counter) and CPU (process_time), and the server backend's CPU
-(its /proc/PID/schedstat run time, in ns: the backend is a local process), so a call's wall splits
+(its /proc/PID/schedstat run time, in ns: the backend is a local process; also the time it waited
+for a CPU while runnable, and its timeslices), so a call's wall splits
 into client CPU, server CPU and the rest (the commit's WAL flush, waiting on each other, the
 scheduler). ``--profile``: cProfile of the first call and of call 10 (first run). ``--settle``:
 vacuum (freeze, analyze) each side's template after its deploy. ``--pgqueuer``: PgQueuer's bulk
@@ -37,9 +38,9 @@ import psycopg, jobkit
 imported = (time.perf_counter() - t0, time.process_time() - c0)
 url, calls, size, profile = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 
-def server_ns(pid):
+def server_ns(pid):  # (ns on a CPU, ns waiting for one, timeslices)
     with open(f"/proc/{pid}/schedstat") as f:
-        return int(f.read().split()[0])
+        return [int(x) for x in f.read().split()[:3]]
 
 import gc
 out = {"import": imported, "calls": [], "profiles": {}, "objects": len(gc.get_objects())}
@@ -60,8 +61,9 @@ with psycopg.connect(url, autocommit=True) as conn:
             s = io.StringIO()
             pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(14)
             out["profiles"][c + 1] = s.getvalue()
+        end = server_ns(pid)
         out["calls"].append((time.perf_counter() - w, built - w, time.process_time() - cpu,
-                             (server_ns(pid) - srv) / 1e9))
+                             (end[0] - srv[0]) / 1e9, (end[1] - srv[1]) / 1e9, end[2] - srv[2]))
     out["window"] = time.perf_counter() - window
     out["gc"] = [g["collections"] for g in gc.get_stats()]
 print(json.dumps(out))
@@ -108,16 +110,17 @@ def _ms(x: float) -> str:
 def _summary(label: str, runs: list[dict[str, Any]], size: int) -> list[str]:
     lines = [f"\n## {label}: {len(runs)} fresh processes, {len(runs[0]['calls'])} call(s) of {size:,}"]
     lines.append("| call | wall ms (median, min-max) | building the jobs ms | client CPU ms | server CPU ms "
-                 "| rest ms |")
-    lines.append("|---|---:|---:|---:|---:|---:|")
+                 "| rest ms | server waiting for a CPU ms | server timeslices |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
     n = len(runs[0]["calls"])
     picks = [0, 1, 2] + ([n // 2] if n > 4 else []) + ([n - 1] if n > 3 else [])
     for c in sorted(set(p for p in picks if p < n)):
         rows = [r["calls"][c] for r in runs]
         wall = [x[0] for x in rows]
-        med = [statistics.median(x[i] for x in rows) for i in range(4)]
+        med = [statistics.median(x[i] for x in rows) for i in range(6)]
         lines.append(f"| {c + 1} | {_ms(med[0])} ({_ms(min(wall))}-{_ms(max(wall))}) | {_ms(med[1])} | "
-                     f"{_ms(med[2])} | {_ms(med[3])} | {_ms(med[0] - med[2] - med[3])} |")
+                     f"{_ms(med[2])} | {_ms(med[3])} | {_ms(med[0] - med[2] - med[3])} | {_ms(med[4])} | "
+                     f"{med[5]:.0f} |")
     totals = [(sum(x[0] for x in r["calls"]), sum(x[2] for x in r["calls"]), sum(x[3] for x in r["calls"]))
               for r in runs]
     med = [statistics.median(t[i] for t in totals) for i in range(3)]

@@ -1,7 +1,7 @@
-"""`python -m bench.enqueue_wire [--ref REF] [--n 4] [--warm 3] [--top K]`: server instructions per
-job of a bulk enqueue as a client sends it over the wire: each side's own ``jobkit.enqueue_many``
-(run by that side's Python, as bench/baseline_driver.py's bulk figure runs it: 1,000 jobs a call,
-``{"i": i}`` payloads, autocommit) against a postmaster under callgrind.
+"""`python -m bench.enqueue_wire [--ref REF] [--n 4] [--warm 3] [--top K] [--per-backend]`: server
+instructions per job of a bulk enqueue as a client sends it over the wire: each side's own
+``jobkit.enqueue_many`` (run by that side's Python, as bench/baseline_driver.py's bulk figure runs
+it: 1,000 jobs a call, ``{"i": i}`` payloads, autocommit) against a postmaster under callgrind.
 
 bench.callgrind's bulk runs in single-user mode with literal arguments: it cannot see how
 parameters are received (Bind, jsonb_recv/array_recv, text or binary), nor the result sent back.
@@ -9,7 +9,9 @@ Here, as in bench.steps_wire, each side is deployed, a copy of its data director
 postmaster under valgrind's callgrind (fsync on, no preloaded libraries), and the client connects
 through the Unix socket. Each measured connection (one backend) makes ``--warm`` calls, or
 ``--warm + --n``; the difference of the two backends' totals over the extra jobs is what a job
-costs the server, from Bind to commit. The client is not counted (see --client for its time)."""
+costs the server, from Bind to commit. The client is not counted (see --client for its time).
+``--per-backend``: a fresh backend's totals for 0, 1, 2 and 20 calls, so its first call (the
+relation and catalog caches, the plpgsql functions compiled) is seen apart from a later one."""
 
 from __future__ import annotations
 
@@ -45,6 +47,19 @@ def _backend(server: Server, side: Side, count: int, start: int, keep: Path) -> 
     return server.total(pid, keep)
 
 
+def _per_backend(server: Server, side: Side, out: Path) -> None:
+    """A fresh backend's totals for 0, 1, 2 and 20 calls (each twice, the smaller kept): what its
+    first call costs the server beyond a later one (catalog caches, plpgsql compiles)."""
+    got: dict[int, int] = {}
+    for k, count in enumerate([0, 1, 2, 20] * 2):
+        total = _backend(server, side, count, 10_000_000 * (k + 1), out / f"pb-{k}.cg")
+        got[count] = min(total, got.get(count, total))
+    later = (got[20] - got[2]) // 18
+    print(f"{side.label:32} a fresh backend: connect {got[0]:,}; first call {got[1] - got[0]:,}; second "
+          f"{got[2] - got[1]:,}; calls 3-20, a call {later:,}; all 20 calls {got[20] - got[0]:,} "
+          "instructions", flush=True)
+
+
 def _side(side: Side, args: argparse.Namespace, out: Path) -> None:
     dep = callgrind.Deployed(side, fill=0)
     try:
@@ -53,6 +68,9 @@ def _side(side: Side, args: argparse.Namespace, out: Path) -> None:
             with server.connect() as conn:
                 for stmt in callgrind.ANALYZE.split(";"):
                     conn.execute(stmt)
+            if args.per_backend:
+                _per_backend(server, side, out)
+                return
             for r in range(args.rounds):
                 files = [out / f"{r}-small.cg", out / f"{r}-big.cg"]
                 small = _backend(server, side, args.warm, 10_000_000 * (2 * r + 1), files[0])
@@ -76,6 +94,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="measure each side this many times")
     ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs a job")
     ap.add_argument("--keep", type=Path, default=None, help="keep the callgrind files here")
+    ap.add_argument("--per-backend", action="store_true",
+                    help="instead: a fresh backend's first call, second, and later calls (20 in all)")
     args = ap.parse_args()
     steps_wire.PORT = PORT
     with tempfile.TemporaryDirectory(prefix="jk-ewire-out-") as tmp:

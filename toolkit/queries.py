@@ -24,7 +24,7 @@ import re
 from functools import lru_cache
 
 from .exceptions import ResourceError
-from .resources import sql_root
+from .resources import read_text, sql_root
 from .schema.render import environment, ident
 
 _NAME_RE = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
@@ -71,8 +71,27 @@ def _index() -> dict[str, str]:
 @lru_cache(maxsize=64)
 def _file(schema: str, name: str) -> dict[str, str]:
     """One query file's named queries, rendered for ``schema``."""
-    text = environment().get_template(f"queries/{name}").render(schema=schema, s=ident(schema))
-    return dict(parse(text, name))
+    return dict(parse(render_file(schema, name), name))
+
+
+_S = "{{ s }}"
+
+
+def render_file(schema: str, name: str) -> str:
+    """A query file rendered for ``schema``. A file whose only template tag is ``{{ s }}`` (jobs.sql
+    among them) is rendered by substituting the quoted schema, which is what jinja would output; the
+    others go through jinja (issue 23, stop 34: compiling jobs.sql's template was most of the
+    client's first enqueue_many). tests/unit/test_queries_lazy.py checks the two agree."""
+    raw = read_text(sql_root(), f"queries/{name}")
+    rest = raw.replace(_S, "")
+    if "\r" in raw or "{{" in rest or "{%" in rest or "{#" in rest:
+        return jinja_file(schema, name)
+    return raw.replace(_S, ident(schema))
+
+
+def jinja_file(schema: str, name: str) -> str:
+    """A query file rendered for ``schema`` by jinja, whatever it holds."""
+    return environment().get_template(f"queries/{name}").render(schema=schema, s=ident(schema))
 
 
 def parse(text: str, source: str) -> list[tuple[str, str]]:

@@ -12,7 +12,7 @@ with the jobs, so the worker's spans continue the caller's trace (tracing.py).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta
 from typing import Any, Literal, overload
@@ -252,6 +252,7 @@ def check_jobs(jobs: Sequence[NewJob]) -> list[NewJob]:
     checked = [job if (job.__class__ is NewJob and job[2:] == PLAIN_TAIL
                        and job.payload.__class__ in (dict, list))
                else _one_at_a_time(check_job(job)) for job in jobs]
+    names: Collection[str]
     try:
         names = {job.type for job in checked}
     except TypeError:  # an unhashable type name (a list): refused by name below

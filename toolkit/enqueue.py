@@ -12,7 +12,7 @@ with the jobs, so the worker's spans continue the caller's trace (tracing.py).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta
 from operator import itemgetter
@@ -215,15 +215,15 @@ def check_job(job: NewJob) -> NewJob:
         stored_time(job.run_at, "run_at")
     if job.max_attempts is not None:
         integer(job.max_attempts, "max_attempts", 1, 1_000_000)
-    if job.idempotency_key is not None and not 1 <= len(job.idempotency_key) <= MAX_KEY:
-        raise ConfigError(f"idempotency_key must be 1 to {MAX_KEY} characters, "
-                          f"got {len(job.idempotency_key)}",
-                          hint="hash a long key (e.g. sha256 hex) before enqueueing")
-    if job.delay is not None and not timedelta(0) <= job.delay <= timedelta(days=36500):
-        raise ConfigError(f"delay must be between 0 and 100 years, got {job.delay}")
-    if job.concurrency_key is not None and not 1 <= len(job.concurrency_key) <= MAX_KEY:
-        raise ConfigError(f"concurrency_key must be 1 to {MAX_KEY} characters, "
-                          f"got {len(job.concurrency_key)}")
+    if job.idempotency_key is not None:
+        _key(job.idempotency_key, "idempotency_key", "hash a long key (e.g. sha256 hex) before enqueueing")
+    if job.delay is not None:
+        _span(job.delay, "delay")
+    if job.concurrency_key is not None:
+        _key(job.concurrency_key, "concurrency_key", "give a shorter key")
+    for name in ("debounce", "throttle"):
+        if getattr(job, name) is not None:
+            _span(getattr(job, name), name)
     if job.debounce is not None and job.throttle is not None:
         raise ConfigError("give debounce or throttle, not both",
                           hint="debounce runs the last payload once; throttle keeps the first job")
@@ -233,21 +233,40 @@ def check_job(job: NewJob) -> NewJob:
     return job
 
 
+def _key(value: Any, what: str, hint: str) -> None:
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_KEY:
+        got = f"{len(value)} characters" if isinstance(value, str) else f"a {type(value).__name__}"
+        raise ConfigError(f"{what} must be a string of 1 to {MAX_KEY} characters, got {got}", hint=hint)
+
+
+def _span(value: Any, what: str) -> None:
+    if not isinstance(value, timedelta) or not timedelta(0) <= value <= timedelta(days=36500):
+        raise ConfigError(f"{what} must be a timedelta between 0 and 100 years, got {value!r}",
+                          hint=f"e.g. {what}=timedelta(seconds=30)")
+
+
 def check_jobs(jobs: Sequence[NewJob]) -> list[NewJob]:
     """:func:`check_job` for a batch, and no debounce or throttle (they work one job at a time).
     The commonest batch, every job a NewJob with a dict or list payload and no other field set, is
     recognised in a few C-level passes (lifecycle.plain_types); in any other batch such a job passes
     with one comparison and the rest go through check_job, in order. Each distinct type name is
     checked once (issue 23: check_job per job was most of what enqueue_many's client side spent
-    more than ede9fd6's)."""
-    names = plain_types(jobs)
+    more than ede9fd6's); an unhashable one (a list) is refused by name like any other."""
+    names: Collection[str] | None
+    try:
+        names = plain_types(jobs)
+    except TypeError:  # an unhashable type name: the per-job path below
+        names = None
     if names is not None:
         checked = list(jobs)
     else:
         checked = [job if (job.__class__ is NewJob and job[2:] == PLAIN_TAIL
                            and job.payload.__class__ in (dict, list))
                    else _one_at_a_time(check_job(job)) for job in jobs]
-        names = {job.type for job in checked}
+        try:
+            names = {job.type for job in checked}
+        except TypeError:
+            names = [job.type for job in checked]
     for name in names:
         type_name(name)
     return checked
@@ -310,4 +329,8 @@ def _window(value: timedelta | str | float | None, what: str) -> timedelta | Non
 def _delta(value: timedelta | float | None) -> timedelta | None:
     if value is None or isinstance(value, timedelta):
         return value
-    return timedelta(seconds=float(value))
+    try:
+        return timedelta(seconds=float(value))
+    except (TypeError, ValueError, OverflowError):  # nan, 1e300, an object
+        raise ConfigError(f"a duration must be a timedelta, seconds or a string like '30s', got {value!r}",
+                          hint="e.g. timedelta(seconds=30), 30 or '30s'") from None

@@ -82,8 +82,8 @@ def stored_time(value: Any, what: str) -> datetime:
     return value
 
 
-def type_name(value: str) -> str:
-    if not TYPE_RE.fullmatch(value):
+def type_name(value: Any) -> str:
+    if not isinstance(value, str) or not TYPE_RE.fullmatch(value):
         raise ConfigError(
             f"job type {value!r} is not a valid name",
             hint="use 1-100 letters, digits, and _ . : -",

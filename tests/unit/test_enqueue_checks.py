@@ -9,6 +9,8 @@ from typing import Any
 
 import jobkit
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jobkit.enqueue import check_job, check_jobs
 from jobkit.exceptions import ConfigError
 
@@ -57,3 +59,37 @@ def test_a_batch_turns_a_model_payload_into_json() -> None:
             return {"mode": mode}
 
     assert check_jobs([jobkit.NewJob("send_email", Model())])[0].payload == {"mode": "json"}
+
+
+_ANY = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=5), st.binary(max_size=3),
+                 st.lists(st.integers(), max_size=2), st.timedeltas(), st.datetimes())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.tuples(st.one_of(st.just("send_email"), _ANY), st.one_of(st.just({}), _ANY),
+                 *[st.one_of(st.none(), _ANY)] * 8))
+def test_any_field_of_any_type_is_a_config_error_or_passes(fields: tuple[Any, ...]) -> None:
+    """Whatever a caller puts in a NewJob's fields, check_job (one job) and check_jobs (a batch) answer
+    with the job or with a ConfigError naming the field: never a TypeError from deep inside."""
+    job = jobkit.NewJob(*fields)
+    for check in (lambda: check_job(job), lambda: check_jobs([job])):
+        try:
+            check()
+        except ConfigError:
+            pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["priority", "run_at", "delay", "max_attempts", "idempotency_key",
+                                        "concurrency_key", "debounce", "throttle"]),
+                       st.one_of(_ANY, st.text(alphabet="0123456789.smhd nan", max_size=6)), max_size=4))
+def test_enqueue_arguments_of_any_type_are_a_config_error_or_a_job(kwargs: dict[str, Any]) -> None:
+    """jobkit.enqueue's keyword arguments (new_job builds what it sends, before any connection):
+    durations as timedelta, seconds or "30s", and anything else a caller passes."""
+    from jobkit.enqueue import new_job
+
+    try:
+        job = new_job("send_email", {}, **kwargs)
+    except ConfigError:
+        return
+    assert check_job(job) == job

@@ -46,6 +46,10 @@ from .window import ClaimWindow
 log = logging.getLogger("jobkit.worker")
 LINGER_FIRST, LINGER_MAX = 0.005, 0.05  # seconds between re-checks while lingering
 CANCEL_WAIT = 5.0  # seconds a cancelled async handler gets to end at shutdown
+#: claimers=None: a second claim loop when the database's round trip is at least this share of a
+#: full claim's time (the round trip at least half the claim's time in the server)
+ROUND_TRIP_SHARE = 1 / 3
+PINGS = 3  # the round trip: the fastest of this many pings, once per Drainer
 RUNNING = Phase.RUNNING  # per job: an enum class attribute read goes through EnumType.__getattr__'s hook
 
 
@@ -55,12 +59,19 @@ class Drainer:
     ``concurrency`` slots are shared by every drain. A slot is held by a runner coroutine that takes
     claimed jobs off its drain's queue one after the other, so a job costs no task of its own; the
     outcome goes to a group commit without waiting for it, and the job leaves the claim window when
-    its statement returns. A drain whose claims come back full gets up to ``claimers`` claim loops
-    (2 by default), so the next claim is already on its way while one returns and is decoded: with
-    very short jobs a drain was waiting on its claims' round trips (measured: +8% jobs/s for a plain
-    type, +29% for a fair one, whose claims queue on the type's lock in the database and so overlap
-    only their round trips). Their claims share the window and ``max_jobs``: none claims beyond
-    either. A trickle of jobs keeps one loop, so one claim per wake-up.
+    its statement returns. A drain whose claims come back full gets up to ``claimers`` claim loops,
+    so the next claim is already on its way while one returns: their claims share the window and
+    ``max_jobs`` (none claims beyond either). A trickle of jobs keeps one loop, so one claim per
+    wake-up.
+
+    By default (``claimers=None``) a drain keeps one claim loop unless the database is far away: a
+    second loop starts when a full claim comes back and the connection's round trip (the fastest
+    of three pings, measured once) is at least a third of that claim's time. Next to its database,
+    two claims in flight only overlap in the server, where they walk each other's locked rows
+    (skip locked) and cost ~15% more server work a job, for no more jobs/s; far from it, one
+    loop waits a round trip per claim and a second loop fills that wait (docs/BENCHMARKS.md,
+    "Issue 23: the claim loops (stop 34)"). ``claim_loops`` records the most loops each type's
+    drains ran. An explicit ``claimers`` (1, 2, ...) is used as given.
     """
 
     def __init__(
@@ -73,13 +84,16 @@ class Drainer:
         prefetch: int | None = None,
         worker_id: str | None = None,
         observer: Observer | None = None,
-        claimers: int = 2,
+        claimers: int | None = None,
         step_types: Collection[str] = (),
     ) -> None:
-        if claimers < 1:
+        if claimers is not None and claimers < 1:
             raise ValueError("claimers must be at least 1")
         self.registry = registry
-        self.claimers = claimers
+        self.claimers = claimers  # None: one loop, two when the database's round trip is long
+        self.round_trip: float | None = None  # seconds; measured at the first full claim (claimers=None)
+        self.claim_loops: dict[str, int] = {}  # job type: the most claim loops one of its drains ran
+        self._pinging = asyncio.Lock()
         self.backend = backend
         self.concurrency = concurrency
         self.window = ClaimWindow(concurrency, batch_size=batch_size, prefetch=prefetch)
@@ -149,6 +163,7 @@ class Drainer:
                 for extra in d.claim_loops:  # this drain was cancelled: so are its other claim loops
                     extra.cancel()
             d.summary.ended = next((e for e in ends if e != "empty"), "empty")
+            self.claim_loops[job_type] = max(self.claim_loops.get(job_type, 1), len(ends))
             await self._settle(d)
         finally:
             self._live.remove(d)
@@ -185,7 +200,8 @@ class Drainer:
                 return "stopping"
             if jobs:
                 self._take(d, jobs, traced)
-                self._more_claimers(d, len(jobs), deadline, limit, linger, poked)
+                if len(jobs) >= self.window.batch:  # a full claim: more jobs are due
+                    await self._more_claimers(d, deadline, limit, linger, poked)
                 idle_since, pause = None, LINGER_FIRST
                 continue
             if await self._held_back(d, settles):
@@ -200,12 +216,39 @@ class Drainer:
             await _pause(poked, pause)
             pause = min(pause * 2, LINGER_MAX)
 
-    def _more_claimers(self, d: DrainState, claimed: int, deadline: float, limit: int, linger: float,
-                       poked: asyncio.Event | None) -> None:
+    async def _more_claimers(self, d: DrainState, deadline: float, limit: int, linger: float,
+                             poked: asyncio.Event | None) -> None:
         """A claim came back full, so more jobs are due: start another claim loop for this drain
-        (up to ``claimers``). A trickle of jobs keeps one loop and one claim per wake-up."""
-        if claimed >= self.window.batch and len(d.claim_loops) + 1 < self.claimers and not self._stopping:
+        (up to ``claimers``, or what the round trip asks for). A trickle of jobs keeps one loop and
+        one claim per wake-up."""
+        if len(d.claim_loops) + 1 < await self._loops_wanted(d) and not self._stopping:
             d.claim_loops.append(asyncio.ensure_future(self._claim_loop(d, deadline, limit, linger, poked)))
+
+    async def _loops_wanted(self, d: DrainState) -> int:
+        """``claimers`` when given; else 2 when the database's round trip is at least
+        ROUND_TRIP_SHARE of this drain's last (full) claim, else 1."""
+        if self.claimers is not None:
+            return self.claimers
+        if d.claim_loops:  # the second loop is running: nothing to decide
+            return 2
+        rtt = await self._round_trip()
+        return 2 if rtt is not None and rtt >= ROUND_TRIP_SHARE * d.claim_seconds else 1
+
+    async def _round_trip(self) -> float | None:
+        """The connection's round trip, measured once per Drainer: the fastest of PINGS pings
+        (a ping that waited for a pooled connection is not the fastest). None: unreachable."""
+        async with self._pinging:
+            if self.round_trip is None:
+                best = float("inf")
+                try:
+                    for _ in range(PINGS):
+                        started = time.perf_counter()
+                        await self.backend.ping()
+                        best = min(best, time.perf_counter() - started)
+                except ConnectionFailed:
+                    return None
+                self.round_trip = best
+            return self.round_trip
 
     async def _claim(self, d: DrainState, remaining: int) -> tuple[list[Claimed], tracing.ClaimTrace | None]:
         """The claimed jobs, and the claim's trace (None when tracing is off)."""
@@ -219,7 +262,8 @@ class Drainer:
             jobs = await self.backend.claim(
                 d.summary.type, want, self.worker_id, d.lease,
                 handler.rate_limit if handler else None, handler.max_attempts if handler else None)
-            self.observer.claimed(d.summary.type, len(jobs), time.perf_counter() - started)
+            d.claim_seconds = time.perf_counter() - started
+            self.observer.claimed(d.summary.type, len(jobs), d.claim_seconds)
             if traced is not None:
                 traced.claimed(jobs)
             return jobs, traced

@@ -49,7 +49,7 @@ CANCEL_WAIT = 5.0  # seconds a cancelled async handler gets to end at shutdown
 #: claimers=None: a second claim loop when the database's round trip is at least this share of a
 #: full claim's time (the round trip at least half the claim's time in the server)
 ROUND_TRIP_SHARE = 1 / 3
-PINGS = 3  # the round trip: the fastest of this many pings, once per Drainer
+PINGS = 3  # a drain's round trip: the median of this many pings at its first full claim
 RUNNING = Phase.RUNNING  # per job: an enum class attribute read goes through EnumType.__getattr__'s hook
 
 
@@ -64,14 +64,16 @@ class Drainer:
     ``max_jobs`` (none claims beyond either). A trickle of jobs keeps one loop, so one claim per
     wake-up.
 
-    By default (``claimers=None``) a drain keeps one claim loop unless the database is far away: a
-    second loop starts when a full claim comes back and the connection's round trip (the fastest
-    of three pings, measured once) is at least a third of that claim's time. Next to its database,
-    two claims in flight only overlap in the server, where they walk each other's locked rows
-    (skip locked) and cost ~15% more server work a job, for no more jobs/s; far from it, one
-    loop waits a round trip per claim and a second loop fills that wait (docs/BENCHMARKS.md,
-    "Issue 23: the claim loops (stop 34)"). ``claim_loops`` records the most loops each type's
-    drains ran. An explicit ``claimers`` (1, 2, ...) is used as given.
+    By default (``claimers=None``) a drain keeps one claim loop unless its claims wait mostly on
+    something other than the server: at its first full claim it sends three pings, and a second
+    loop starts when their median round trip (the network, the pool and this event loop, as a
+    claim goes through them) is at least a third of a full claim's time. Two claims in flight at
+    once overlap in the server, where each walks the rows the other holds (skip locked) and a fair
+    type's wait on its lock keeps the other's dead index entries alive: 1.2-1.3x the server's
+    instructions a job. That pays only where one loop leaves the server idle for a round trip
+    per claim (a database far from its worker). docs/BENCHMARKS.md, "Issue 23: the claim loops
+    (stop 34)", has the figures. ``claim_loops`` records the most loops each type's drains ran;
+    an explicit ``claimers`` (1, 2, ...) is used as given.
     """
 
     def __init__(
@@ -91,9 +93,8 @@ class Drainer:
             raise ValueError("claimers must be at least 1")
         self.registry = registry
         self.claimers = claimers  # None: one loop, two when the database's round trip is long
-        self.round_trip: float | None = None  # seconds; measured at the first full claim (claimers=None)
+        self.round_trip: float | None = None  # seconds: the last drain's (claimers=None), see _round_trip
         self.claim_loops: dict[str, int] = {}  # job type: the most claim loops one of its drains ran
-        self._pinging = asyncio.Lock()
         self.backend = backend
         self.concurrency = concurrency
         self.window = ClaimWindow(concurrency, batch_size=batch_size, prefetch=prefetch)
@@ -225,30 +226,28 @@ class Drainer:
             d.claim_loops.append(asyncio.ensure_future(self._claim_loop(d, deadline, limit, linger, poked)))
 
     async def _loops_wanted(self, d: DrainState) -> int:
-        """``claimers`` when given; else 2 when the database's round trip is at least
-        ROUND_TRIP_SHARE of this drain's last (full) claim, else 1."""
+        """``claimers`` when given; else 2 when the drain's round trip is at least
+        ROUND_TRIP_SHARE of its last (full) claim's time, else 1."""
         if self.claimers is not None:
             return self.claimers
         if d.claim_loops:  # the second loop is running: nothing to decide
             return 2
-        rtt = await self._round_trip()
-        return 2 if rtt is not None and rtt >= ROUND_TRIP_SHARE * d.claim_seconds else 1
+        if d.round_trip is None:  # once a drain, at its first full claim
+            d.round_trip = self.round_trip = await self._round_trip()
+        return 2 if d.round_trip >= ROUND_TRIP_SHARE * d.claim_seconds else 1
 
-    async def _round_trip(self) -> float | None:
-        """The connection's round trip, measured once per Drainer: the fastest of PINGS pings
-        (a ping that waited for a pooled connection is not the fastest). None: unreachable."""
-        async with self._pinging:
-            if self.round_trip is None:
-                best = float("inf")
-                try:
-                    for _ in range(PINGS):
-                        started = time.perf_counter()
-                        await self.backend.ping()
-                        best = min(best, time.perf_counter() - started)
-                except ConnectionFailed:
-                    return None
-                self.round_trip = best
-            return self.round_trip
+    async def _round_trip(self) -> float:
+        """What a claim waits on besides the server: the median of PINGS pings sent now, each
+        through the pool and this event loop as a claim is (0.0: the database is unreachable)."""
+        took = []
+        for _ in range(PINGS):
+            started = time.perf_counter()
+            try:
+                await self.backend.ping()
+            except ConnectionFailed:
+                return 0.0
+            took.append(time.perf_counter() - started)
+        return sorted(took)[PINGS // 2]
 
     async def _claim(self, d: DrainState, remaining: int) -> tuple[list[Claimed], tracing.ClaimTrace | None]:
         """The claimed jobs, and the claim's trace (None when tracing is off)."""

@@ -75,6 +75,7 @@ class DrainState:
     claiming: int = 0  # jobs this drain's claims in flight may still bring
     claim_loops: list[asyncio.Future[str]] = field(default_factory=list)  # beyond the first one
     claim_seconds: float = 0.0  # the last claim's time, round trip included (Drainer._loops_wanted)
+    round_trip: float | None = None  # measured at its first full claim (Drainer._loops_wanted)
 
     @property
     def busy(self) -> bool:

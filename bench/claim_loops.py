@@ -61,7 +61,9 @@ from pg_stat_user_indexes where schemaname = 'jobkit'
 """
 
 
-async def _drain(url: str, options: dict[str, Any], pool: int, claimers: int | None, tally: Tally) -> float:
+async def _drain(url: str, options: dict[str, Any], pool: int, claimers: int | None,
+                 tally: Tally) -> tuple[float, int]:
+    """Seconds from the first handler call to the drain's end, and how many claim loops it ran."""
     backend = PostgresBackend(url, max_size=pool)
     await backend.open()
     try:
@@ -70,7 +72,7 @@ async def _drain(url: str, options: dict[str, Any], pool: int, claimers: int | N
         await drainer.drain(JOB_TYPE, budget=timedelta(hours=1))
         end = time.monotonic()
         await drainer.shutdown(grace=timedelta(0))
-        return tally.since_first(end)
+        return tally.since_first(end), drainer.claim_loops.get(JOB_TYPE, 1)
     finally:
         await backend.close()
 
@@ -108,12 +110,13 @@ def measure(cluster: BenchCluster, shape: str, n: int, claimers: int | None,
             conn.execute("select pg_stat_statements_reset(), pg_stat_reset()")
             before = _counters(conn)
             tally = Tally()
-            elapsed = asyncio.run(_drain(drain_url, options, pool, claimers, tally))
+            elapsed, loops = asyncio.run(_drain(drain_url, options, pool, claimers, tally))
             after = _counters(conn)
         ok = verify.jobkit(url, n, tally).ok
     calls, rows, bufs, ms, idx, fetched, key_idx, key_fetched = (
         a - b for a, b in zip(after, before, strict=True))
-    return {"rate": n / elapsed, "ok": ok, "calls": calls * 1000 / n, "rows_per_call": rows / max(calls, 1),
+    return {"rate": n / elapsed, "ok": ok, "loops": loops, "calls": calls * 1000 / n,
+            "rows_per_call": rows / max(calls, 1),
             "bufs_per_call": bufs / max(calls, 1), "ms_per_call": ms / max(calls, 1),
             # entries read a job: to rows still visible (claimed, or skipped locked) and to dead ones
             "idx_per_job": (idx + key_idx) / n, "live_per_job": (fetched + key_fetched) / n,
@@ -146,7 +149,8 @@ def main() -> None:
                     res = measure(cluster, shape, args.n, v, args.rtt / 1000)
                     results.setdefault((shape, v), []).append(res)
                     print(f"  round {r + 1} {shape:14} claimers={v or 'auto':<4} {res['rate']:>8,.0f} jobs/s "
-                          f"{'ok' if res['ok'] else 'NOT OK'}; claims/1k jobs {res['calls']:.2f}, "
+                          f"{'ok' if res['ok'] else 'NOT OK'}, {res['loops']} loop(s); "
+                          f"claims/1k jobs {res['calls']:.2f}, "
                           f"{res['rows_per_call']:.1f} jobs, {res['bufs_per_call']:.0f} buffers, "
                           f"{res['ms_per_call']:.2f} ms a claim; index entries read a job "
                           f"{res['idx_per_job']:.2f}: live {res['live_per_job']:.2f}, dead "
@@ -156,12 +160,14 @@ def main() -> None:
 
 
 def _summary(results: dict[tuple[str, int | None], list[dict[str, Any]]]) -> None:
-    print("\n| shape | claimers | jobs/s: median (min-max) | buffers a claim | claim ms (server) "
+    print("\n| shape | claimers | loops run | jobs/s: median (min-max) | buffers a claim | claim ms (server) "
           "| claim-index entries a job | of which live (claimed, skipped locked) | dead, not yet killed |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
     for (shape, v), runs in results.items():
         rates = [r["rate"] for r in runs]
-        print(f"| {shape} | {v or 'auto'} | {median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f}) "
+        loops = "/".join(str(r["loops"]) for r in runs)
+        print(f"| {shape} | {v or 'auto'} | {loops} "
+              f"| {median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f}) "
               f"| {median([r['bufs_per_call'] for r in runs]):,.0f} "
               f"| {median([r['ms_per_call'] for r in runs]):.2f} "
               f"| {median([r['idx_per_job'] for r in runs]):.2f} "

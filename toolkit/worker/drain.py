@@ -66,11 +66,13 @@ class Drainer:
 
     By default (``claimers=None``) a drain keeps one claim loop unless the database is far away:
     at its first full claim it sends three pings, and a second loop starts when the fastest one's
-    round trip is at least a third of a full claim's time. Two claims in flight at
-    once overlap in the server, where each walks the rows the other holds (skip locked) and a fair
-    type's wait on its lock keeps the other's dead index entries alive: 1.2-1.3x the server's
-    instructions a job. That pays only where one loop leaves the server idle for a round trip
-    per claim (a database far from its worker). docs/BENCHMARKS.md, "Issue 23: the claim loops
+    round trip is at least a third of a full claim's time. Two claims in flight at once overlap in
+    the server: a plain type's claim walks the rows the other holds (skip locked), and a fair
+    type's claim, waiting on the type's lock, keeps the rows the other claimed from being dead to
+    all, so their index entries are walked again: 1.06-1.09x the server's instructions a job
+    (1.15x in an earlier run). That pays where one loop leaves the server idle for a round trip
+    per claim (a database far from its worker: +19-42% jobs/s at 5 ms); next to the database
+    the jobs/s did not stand out of the noise. docs/BENCHMARKS.md, "Issue 23: the claim loops
     (stop 34)", has the figures. ``claim_loops`` records the most loops each type's drains ran;
     an explicit ``claimers`` (1, 2, ...) is used as given.
     """

@@ -1,7 +1,7 @@
 """How many claim loops a drain runs (Drainer ``claimers``): by default one next to the database,
 for a plain and for a fair type alike, and a second one when the database is far away (its round
 trip a large share of a claim's time); an explicit ``claimers`` is used as given. Every job still
-runs exactly once."""
+runs exactly once; a trickle of jobs (no full claim) keeps one loop and sends no ping."""
 
 from __future__ import annotations
 
@@ -115,3 +115,12 @@ def test_an_explicit_claimers_is_used_as_given(db_url: str, manager: Lifecycle, 
 def test_claimers_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         Drainer(Registry(), PostgresBackend("postgresql://unused"), claimers=0)
+
+
+def test_a_trickle_keeps_one_claim_loop(db_url: str, manager: Lifecycle, session: Session) -> None:
+    manager.enqueue_many([NewJob("trickle", {"i": i}) for i in range(BATCH - 1)])  # no claim comes back full
+    drainer, summary = _drain(db_url, "trickle", FarBackend)
+    assert summary.completed == BATCH - 1
+    assert drainer.claim_loops == {"trickle": 1}
+    assert drainer.round_trip is None  # no full claim: nothing to decide, no ping sent
+    assert _completed_once(session, "trickle") == (BATCH - 1, 0)

@@ -39,10 +39,20 @@ import baseline_driver as d
 if os.environ.get("JK_BENCH_CLAIMERS"):  # --claimers: a Drainer option of the working tree only
     d.FIXED["claimers"] = int(os.environ["JK_BENCH_CLAIMERS"])
 url, n, phase = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+FAIR = '''insert into jobkit.job_types (type, max_attempts, lease, backoff_base, backoff_factor, backoff_cap,
+                                    backoff_jitter, fair)
+          select 'bench.noop', max_attempts, lease, backoff_base, backoff_factor, backoff_cap,
+                 backoff_jitter, true
+          from jobkit.job_types where type = '*' on conflict (type) do update set fair = true'''
 if phase == "fill":
     import psycopg
     with psycopg.connect(url, autocommit=True) as conn:
         d._fill(conn, n)
+        if os.environ.get("JK_BENCH_KEYS"):  # --keys: a fair type, its jobs over that many keys
+            conn.execute(FAIR)
+            conn.execute("update jobkit.jobs set concurrency_key = 'k' || ((payload->>'i')::int %% %s) "
+                         "where status = 'pending'", (int(os.environ["JK_BENCH_KEYS"]),))
+            conn.execute("vacuum jobkit.jobs")
         conn.execute("analyze jobkit.jobs")
 else:
     seen, first = [], []
@@ -60,9 +70,9 @@ where d.datname = current_database() and s.query not like '%%pg_stat%%'
 XACT = "select xact_commit, xact_rollback from pg_stat_database where datname = current_database()"
 
 
-def _child(side: Side, url: str, n: int, phase: str, claimers: int | None = None) -> str:
+def _child(side: Side, url: str, n: int, phase: str, claimers: int | None = None, keys: int = 0) -> str:
     code = CHILD.format(bench=str(DRIVER.parent))
-    env = {**os.environ, "JK_BENCH_CLAIMERS": str(claimers or "")}
+    env = {**os.environ, "JK_BENCH_CLAIMERS": str(claimers or ""), "JK_BENCH_KEYS": str(keys or "")}
     done = subprocess.run([str(side.python), "-I", "-c", code, url, str(n), phase],
                           capture_output=True, text=True, check=True, env=env)
     return done.stdout
@@ -101,9 +111,10 @@ def _short(query: str) -> str:
     return text[:110]
 
 
-def measure(cluster: BenchCluster, side: Side, key: str, n: int, claimers: int | None) -> dict[str, Any]:
+def measure(cluster: BenchCluster, side: Side, key: str, n: int, claimers: int | None,
+            keys: int = 0) -> dict[str, Any]:
     with cluster.database(key) as url:
-        _child(side, url, n, "fill")
+        _child(side, url, n, "fill", keys=keys)
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("create extension if not exists pg_stat_statements")
             conn.execute("select pg_stat_statements_reset()")
@@ -155,6 +166,8 @@ def main() -> None:
                          "each statement was planned; a cached generic plan is not counted)")
     ap.add_argument("--claimers", type=int, default=None,
                     help="the working tree's Drainer(claimers=K) (default: its default; not for --ref sides)")
+    ap.add_argument("--keys", type=int, default=0,
+                    help="the working tree's jobs over K concurrency keys of a fair type (bench/keys.py)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
     sides = [working_tree(), *(build(r) for r in args.ref)]
@@ -168,7 +181,8 @@ def main() -> None:
             cluster.register(f"side{i}", installer(side))
         for _ in range(args.rounds):
             for i, side in enumerate(sides):
-                res = measure(cluster, side, f"side{i}", args.n, args.claimers if i == 0 else None)
+                res = measure(cluster, side, f"side{i}", args.n, args.claimers if i == 0 else None,
+                              args.keys if i == 0 else 0)
                 report(res, args.top)
                 results.append(res)
     if args.json:

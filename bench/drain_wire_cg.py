@@ -43,9 +43,10 @@ def _settled(files: set[Path]) -> int:
     raise RuntimeError("a drain backend wrote no callgrind totals")
 
 
-def _drain(server: steps_wire.Server, side: Side, n: int, claimers: int | None) -> tuple[int, int]:
+def _drain(server: steps_wire.Server, side: Side, n: int, claimers: int | None,
+           keys: int = 0) -> tuple[int, int]:
     """(instructions of the drain's backends, how many backends); each backend's total printed."""
-    _child(side, _url(server), n, "fill")
+    _child(side, _url(server), n, "fill", keys=keys)
     time.sleep(2)
     before = _files(server)
     _child(side, _url(server), n, "drain", claimers)
@@ -57,13 +58,13 @@ def _drain(server: steps_wire.Server, side: Side, n: int, claimers: int | None) 
     return total, len(new)
 
 
-def measure(side: Side, small: int, big: int, claimers: int | None = None) -> None:
+def measure(side: Side, small: int, big: int, claimers: int | None = None, keys: int = 0) -> None:
     dep = callgrind.Deployed(side, fill=0)
     try:
         server = steps_wire.Server(dep, side.label)
         try:
-            a, na = _drain(server, side, small, claimers)
-            b, nb = _drain(server, side, big, claimers)
+            a, na = _drain(server, side, small, claimers, keys)
+            b, nb = _drain(server, side, big, claimers, keys)
         finally:
             server.close()
     finally:
@@ -80,11 +81,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="measure each side this many times")
     ap.add_argument("--claimers", type=int, default=None,
                     help="the working tree's Drainer(claimers=K) (default: its default)")
+    ap.add_argument("--keys", type=int, default=0,
+                    help="the working tree's jobs over K concurrency keys of a fair type (bench/keys.py)")
     args = ap.parse_args()
     sides = [working_tree(), *(build(r) for r in args.ref)]
     for _ in range(args.rounds):
         for side in sides:
-            measure(side, args.small, args.big, None if side.label != sides[0].label else args.claimers)
+            mine = side.label == sides[0].label
+            measure(side, args.small, args.big, args.claimers if mine else None, args.keys if mine else 0)
 
 
 if __name__ == "__main__":

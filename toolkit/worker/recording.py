@@ -74,6 +74,8 @@ class DrainState:
     settles: int = 0  # jobs of this drain that left the window (recorded, released or dropped)
     claiming: int = 0  # jobs this drain's claims in flight may still bring
     claim_loops: list[asyncio.Future[str]] = field(default_factory=list)  # beyond the first one
+    claim_seconds: float = 0.0  # the last claim's time, round trip included (Drainer._loops_wanted)
+    round_trip: float | None = None  # measured at its first full claim (Drainer._loops_wanted)
 
     @property
     def busy(self) -> bool:

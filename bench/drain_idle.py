@@ -201,7 +201,9 @@ def _cpu(samples: list[Any], lo: float, hi: float) -> dict[str, tuple[float, flo
         return {}
     a, b = inside[0], inside[-1]
     secs = b[0] - a[0]
-    out = {"client (the worker's event loop thread; pgbench: its process)": _share(a[1], b[1], secs)}
+    client = [s[1] for s in inside if s[1] is not None]  # pgbench's tasks vanish as it exits
+    out = {"client (the worker's event loop thread; pgbench: its process)":
+           _share(client[0], client[-1], secs) if client else (0.0, 0.0)}
     backends = []
     for pid in {pid for s in inside for pid in s[2]}:  # a backend's first and last sample in the drain
         seen = [s[2][pid] for s in inside if s[2].get(pid) is not None]
@@ -250,15 +252,16 @@ def measure_raw(cluster: BenchCluster, n: int, every: float) -> dict[str, Any]:
             "states": {}, "worker_samples": 0}
 
 
-def measure(cluster: BenchCluster, shape: str, n: int, every: float, claimers: int = 0) -> dict[str, Any]:
+def measure(cluster: BenchCluster, shape: str, n: int, every: float, claimers: int = 0,
+            python: str = sys.executable) -> dict[str, Any]:
     if shape == "raw":
         return measure_raw(cluster, n, every)
     with cluster.database("jobkit") as url:
         subprocess.run([sys.executable, "-I", "-c", FILL.format(bench=str(DRIVER.parent)), url, str(n)],
                        check=True)
         code = CHILD.format(bench=str(DRIVER.parent))
-        child = subprocess.Popen([sys.executable, "-c", code, url, shape, str(every), str(claimers)],
-                                 stdout=subprocess.PIPE, text=True, cwd=str(DRIVER.parent.parent))
+        child = subprocess.Popen([python, "-I", "-c", code, url, shape, str(every), str(claimers)],
+                                 stdout=subprocess.PIPE, text=True)
         sampler = Sampler(url, child.pid, every / 1000)
         sampler.start()
         out, _ = child.communicate()
@@ -272,6 +275,7 @@ def measure(cluster: BenchCluster, shape: str, n: int, every: float, claimers: i
     samples = max(states.pop("samples", 0), 1)
     loops = states.pop("loops", 1)
     label = f"{shape}, claimers={claimers}" if claimers else shape
+    label += "" if python == sys.executable else f" ({python})"
     return {"shape": label, "rate": n / (hi - lo), "ok": res["seen"] == n,
             "cpu": _cpu(sampler.samples, lo, hi), "waits": _waits(sampler.waits, lo, hi),
             "states": {k: v / samples for k, v in states.items()}, "worker_samples": samples, "loops": loops}
@@ -301,6 +305,9 @@ def main() -> None:
     ap.add_argument("--every", type=float, default=5.0, help="ms between samples")
     ap.add_argument("--claimers", default="0",
                     help="comma-separated Drainer(claimers=K) to measure each shape with (0: its default)")
+    ap.add_argument("--python", action="append", default=[],
+                    help="also drain with this interpreter's jobkit (say, --ref's venv that `python -m bench "
+                         "--baseline REF` built: ~/.cache/jobkit-bench/SHA/venv/bin/python)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     results = []
@@ -309,9 +316,10 @@ def main() -> None:
         for _ in range(args.rounds):
             for shape in args.shapes.split(","):
                 for claimers in args.claimers.split(","):
-                    res = measure(cluster, shape, args.n, args.every, int(claimers))
-                    report(res)
-                    results.append(res)
+                    for python in [sys.executable, *args.python] if shape != "raw" else [sys.executable]:
+                        res = measure(cluster, shape, args.n, args.every, int(claimers), python)
+                        report(res)
+                        results.append(res)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 

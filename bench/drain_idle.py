@@ -315,7 +315,7 @@ def main() -> None:
     with BenchCluster(echo=lambda _s: None).start() as cluster:
         for _ in range(args.rounds):
             for shape in args.shapes.split(","):
-                for claimers in args.claimers.split(","):
+                for claimers in args.claimers.split(",") if shape != "raw" else ["0"]:
                     for python in [sys.executable, *args.python] if shape != "raw" else [sys.executable]:
                         res = measure(cluster, shape, args.n, args.every, int(claimers), python)
                         report(res)

@@ -427,8 +427,12 @@ def running_params(running: Sequence[tuple[UUID, int]]) -> dict[str, str]:
 
 def _uuids(ids: list[UUID]) -> str:
     """A uuid[] literal, each id as its 32 hex digits (uuid_in reads them as the hyphenated form;
-    ``UUID.hex`` costs a third of ``str(UUID)``, which a worker paid per completed job)."""
-    return "{" + ",".join([i.hex for i in ids]) + "}"
+    ``UUID.hex`` costs a third of ``str(UUID)``, which a worker paid per completed job). Ids given
+    as text (the sync Lifecycle's callers may) go as given, as they always did."""
+    try:
+        return "{" + ",".join([i.hex for i in ids]) + "}"
+    except AttributeError:
+        return "{" + ",".join([str(i) for i in ids]) + "}"
 
 
 def _ints(values: list[int]) -> str:

@@ -1,5 +1,6 @@
-"""`python -m bench.enqueue_wire [--ref REF] [--n 4] [--warm 3] [--bulk 1000] [--top K] [--per-backend]`: server
-instructions per job of a bulk enqueue as a client sends it over the wire: each side's own
+"""`python -m bench.enqueue_wire [--ref REF] [--n 4] [--warm 3] [--bulk 1000] [--top K]
+[--per-backend]`: server instructions per job of a bulk enqueue as a client sends it over the wire:
+each side's own
 ``jobkit.enqueue_many`` (run by that side's Python, as bench/baseline_driver.py's bulk figure runs
 it: 1,000 jobs a call, ``{"i": i}`` payloads, autocommit) against a postmaster under callgrind.
 
@@ -95,7 +96,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="measure each side this many times")
     ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs a job")
     ap.add_argument("--bulk", type=int, default=BULK,
-                    help="jobs a call (20000 --warm 0 --n 1: the issue's one call of 20,000, a fresh backend's)")
+                    help="jobs a call (20000 --warm 0 --n 1: a fresh backend's one call of 20,000)")
     ap.add_argument("--keep", type=Path, default=None, help="keep the callgrind files here")
     ap.add_argument("--per-backend", action="store_true",
                     help="instead: a fresh backend's first call, second, and later calls (20 in all)")

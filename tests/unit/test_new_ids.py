@@ -1,10 +1,13 @@
-"""lifecycle.new_ids (issue 23): the ids a plain bulk enqueue sends, 16 bytes a job from one
-os.urandom, each a version-4 RFC 4122 UUID as gen_random_uuid() makes them."""
+"""lifecycle.new_ids and connector.uuid_array (issue 23): the ids a plain bulk enqueue sends, 16
+bytes a job from one os.urandom, each a version-4 RFC 4122 UUID as gen_random_uuid() makes them,
+laid out as PostgreSQL's binary uuid[]."""
 
 from __future__ import annotations
 
+import struct
 import uuid
 
+from jobkit.connector import uuid_array
 from jobkit.lifecycle import new_ids
 
 
@@ -28,3 +31,15 @@ def test_only_the_version_and_variant_bits_are_fixed() -> None:
     assert ors == [0xFF] * 6 + [0x4F, 0xFF, 0xBF] + [0xFF] * 7
     assert ands == [0] * 6 + [0x40, 0, 0x80] + [0] * 7
     assert new_ids(0) == b""
+
+
+def test_uuid_array_is_the_binary_array_of_those_uuids() -> None:
+    """The layout array_recv reads: ndim 1, no nulls, uuid's oid, length, lower bound 1, then each
+    element as a 4-byte length (16) and its bytes."""
+    raw = new_ids(300)
+    data = uuid_array(raw).data
+    assert struct.unpack("!iiIii", data[:20]) == (1, 0, 2950, 300, 1)
+    elements = [data[20 + 20 * k:40 + 20 * k] for k in range(300)]
+    assert all(e[:4] == b"\x00\x00\x00\x10" for e in elements)
+    assert b"".join(e[4:] for e in elements) == raw and len(data) == 20 + 20 * 300
+    assert uuid_array(b"").data == struct.pack("!iiI", 0, 0, 2950)

@@ -273,7 +273,10 @@ class Lifecycle:
     parents = step(Statements.parents)
 
     def enqueue_many(self, jobs: Sequence[NewJob], trace_context: TraceContext | None = None) -> list[UUID]:
-        return self.session.run(self.sql.enqueue_many(jobs, trace_context)) if jobs else []
+        if not jobs:
+            return []
+        self.session.adapt()  # the ids travel as a connector.UuidArray
+        return self.session.run(self.sql.enqueue_many(jobs, trace_context))
 
     def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> set[UUID]:
         return self.session.run(self.sql.progress(reports)) if reports else set()

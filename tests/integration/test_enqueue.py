@@ -76,11 +76,13 @@ def test_enqueue_many_ids_are_random_version_4_uuids(db_url: str, session: Sessi
 
 
 def test_the_binary_id_array_reads_back_as_its_uuids(session: Session) -> None:
-    """connector.uuid_array's bytes are what the server's array_recv takes, empty included."""
+    """connector.uuid_array's bytes are what the server's array_recv takes, empty included, once
+    Session.adapt has taught the connection the type."""
     from jobkit.connector import uuid_array
     from jobkit.lifecycle import new_ids
 
     raw = new_ids(3)
+    session.adapt()
     assert session.scalar("select %s::uuid[]", (uuid_array(raw),)) == [
         uuid.UUID(bytes=raw[k:k + 16]) for k in (0, 16, 32)]
     assert session.scalar("select %s::uuid[]", (uuid_array(b""),)) == []

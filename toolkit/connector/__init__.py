@@ -92,7 +92,8 @@ def uuid_array(raw: bytes) -> UuidArray:
 
 
 def adapt(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
-    """Teach a connection jobkit's own parameter types (one dict entry, set per Session)."""
+    """Teach a connection jobkit's own parameter types (UuidArray). Pool connections get it when
+    made; a caller's connection when a Session is about to send one (Session.adapt)."""
     conn.adapters.register_dumper(UuidArray, _UuidArrayDumper)
 
 
@@ -101,7 +102,6 @@ class Session:
 
     def __init__(self, conn: psycopg.Connection[Any], *, notices: bool = True) -> None:
         self._conn = conn
-        adapt(conn)
         self.notices: list[str] = []  # the server's notices (deploy reads them); not kept by wrap
         if notices:
             conn.add_notice_handler(lambda diag: self.notices.append(diag.message_primary or ""))
@@ -143,6 +143,11 @@ class Session:
     def scalar(self, sql: str, params: Params = None) -> Any:
         row = self.one(sql, params)
         return None if row is None else next(iter(row.values()))
+
+    def adapt(self) -> None:
+        """Teach the connection jobkit's own parameter types: before a statement that sends one
+        (a bulk enqueue's ids), so that no other statement pays for it."""
+        adapt(self._conn)
 
     def run(self, statement: Runnable[T]) -> T:
         """Run one lifecycle Statement (lifecycle.py) and read its rows."""

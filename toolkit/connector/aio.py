@@ -61,7 +61,10 @@ class AsyncSession:
 
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
         self._conn = conn
-        adapt(conn)
+
+    def adapt(self) -> None:
+        """As Session.adapt: jobkit's own parameter types, before a statement that sends one."""
+        adapt(self._conn)
 
     @classmethod
     @asynccontextmanager

@@ -1,5 +1,6 @@
-"""`python -m bench.enqueue_wire [--ref REF] [--n 4] [--warm 3] [--top K] [--per-backend]`: server
-instructions per job of a bulk enqueue as a client sends it over the wire: each side's own
+"""`python -m bench.enqueue_wire [--ref REF] [--n 4] [--warm 3] [--bulk 1000] [--top K]
+[--per-backend]`: server instructions per job of a bulk enqueue as a client sends it over the wire:
+each side's own
 ``jobkit.enqueue_many`` (run by that side's Python, as bench/baseline_driver.py's bulk figure runs
 it: 1,000 jobs a call, ``{"i": i}`` payloads, autocommit) against a postmaster under callgrind.
 
@@ -31,18 +32,18 @@ PORT = 5493  # not steps_wire's: both may run at once
 #: BULK jobs on one connection; prints the backend's pid, then the client's seconds per call.
 CLIENT = """
 import sys, time, psycopg, jobkit
-host, port, db, count, start = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+host, port, db, count, start, BULK = sys.argv[1], int(sys.argv[2]), sys.argv[3], *map(int, sys.argv[4:7])
 with psycopg.connect(host=host, port=port, user="postgres", dbname=db, autocommit=True) as conn:
     print(conn.execute("select pg_backend_pid()").fetchone()[0], flush=True)
     for c in range(count):
         lo = start + c * BULK
         jobkit.enqueue_many(conn, [jobkit.NewJob("bench.noop", {"i": i}) for i in range(lo, lo + BULK)])
-""".replace("BULK", str(BULK))
+"""
 
 
 def _backend(server: Server, side: Side, count: int, start: int, keep: Path) -> int:
     done = subprocess.run([str(side.python), "-I", "-c", CLIENT, str(server.dir), str(PORT), server.db,
-                           str(count), str(start)], capture_output=True, text=True, check=True)
+                           str(count), str(start), str(BULK)], capture_output=True, text=True, check=True)
     pid = int(done.stdout.split()[0])
     return server.total(pid, keep)
 
@@ -87,16 +88,20 @@ def _side(side: Side, args: argparse.Namespace, out: Path) -> None:
 
 
 def main() -> None:
+    global BULK  # noqa: PLW0603 - the harness's one knob, read by _backend and _side
     ap = argparse.ArgumentParser(prog="python -m bench.enqueue_wire")
     ap.add_argument("--ref", action="append", default=[], help="also measure this commit's enqueue_many")
     ap.add_argument("--n", type=int, default=4, help="calls beyond the warm-up")
     ap.add_argument("--warm", type=int, default=3, help="warm-up calls")
     ap.add_argument("--rounds", type=int, default=1, help="measure each side this many times")
     ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs a job")
+    ap.add_argument("--bulk", type=int, default=BULK,
+                    help="jobs a call (20000 --warm 0 --n 1: a fresh backend's one call of 20,000)")
     ap.add_argument("--keep", type=Path, default=None, help="keep the callgrind files here")
     ap.add_argument("--per-backend", action="store_true",
                     help="instead: a fresh backend's first call, second, and later calls (20 in all)")
     args = ap.parse_args()
+    BULK = args.bulk
     steps_wire.PORT = PORT
     with tempfile.TemporaryDirectory(prefix="jk-ewire-out-") as tmp:
         for i, side in enumerate([working_tree(), *(build(r) for r in args.ref)]):

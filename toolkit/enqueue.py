@@ -175,6 +175,7 @@ async def enqueue_many_async(target: str | psycopg.AsyncConnection[Any], jobs: S
     jobs = check_jobs(jobs)
     with tracing.enqueueing(_types(jobs)) as traced:
         async with _async_session(target) as session:
+            session.adapt()  # the ids travel as a connector.UuidArray
             ids = await session.run(Statements(schema).enqueue_many(jobs, traced.context))
         traced.sent(ids)
         return ids

@@ -11,6 +11,7 @@ the operator's retry, cancel, sweep_stuck, sweep_dead, prune and history are Lif
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,7 +23,7 @@ from uuid import UUID
 
 from psycopg.types.numeric import Int4
 
-from .connector import Row, Session, json_param
+from .connector import Row, Session, json_param, uuid_array
 from .exceptions import ConfigError
 from .jobs import (
     Attempt,
@@ -77,8 +78,9 @@ class Statements:
 
     def enqueue_many(self, jobs: Sequence[NewJob],
                      trace_context: TraceContext | None = None) -> Statement[list[UUID]]:
-        return Statement(self.q["enqueue_many"], enqueue_many_params(jobs, trace_context), _column,
-                         binary=True)
+        params = enqueue_many_params(jobs, trace_context)
+        params["ids"] = uuid_array(new_ids(len(jobs)))
+        return Statement(self.q["enqueue_many"], params, _column, binary=True)
 
     def claim(self, job_type: str, limit: int, worker: str, lease: timedelta, rate_key: str | None = None,
               max_attempts: int | None = None) -> Statement[list[Claimed]]:
@@ -271,7 +273,10 @@ class Lifecycle:
     parents = step(Statements.parents)
 
     def enqueue_many(self, jobs: Sequence[NewJob], trace_context: TraceContext | None = None) -> list[UUID]:
-        return self.session.run(self.sql.enqueue_many(jobs, trace_context)) if jobs else []
+        if not jobs:
+            return []
+        self.session.adapt()  # the ids travel as a connector.UuidArray
+        return self.session.run(self.sql.enqueue_many(jobs, trace_context))
 
     def progress(self, reports: Sequence[tuple[UUID, int, dict[str, Any]]]) -> set[UUID]:
         return self.session.run(self.sql.progress(reports)) if reports else set()
@@ -288,6 +293,21 @@ def _plain(job: NewJob) -> bool:
     return (job.run_at is None and job.delay is None and job.max_attempts is None
             and job.idempotency_key is None
             and job.concurrency_key is None and job.debounce is None and job.throttle is None)
+
+
+#: byte 6 of a UUID keeps its low four bits under version 4; byte 8 its low six under variant 10.
+_VERSION_4 = bytes(b & 0x0F | 0x40 for b in range(256))
+_VARIANT_10 = bytes(b & 0x3F | 0x80 for b in range(256))
+
+
+def new_ids(n: int) -> bytes:
+    """n random version-4 UUIDs laid end to end (16 bytes each) from one os.urandom: what
+    gen_random_uuid() makes, drawn in one call instead of one OpenSSL call a job on the server
+    (8,600 instructions a job there, issue 23); sent as a binary uuid[] (connector.uuid_array)."""
+    raw = bytearray(os.urandom(16 * n))
+    raw[6::16] = raw[6::16].translate(_VERSION_4)
+    raw[8::16] = raw[8::16].translate(_VARIANT_10)
+    return bytes(raw)
 
 
 def enqueue_params(job: NewJob, trace_context: TraceContext | None = None) -> dict[str, Any]:

@@ -16,7 +16,8 @@ select {{ s }}.enqueue(%(type)s, %(payload)s, %(priority)s) as id
 
 -- name: enqueue_many
 -- Types and payloads travel as JSON documents (the types as one string when they are all the same);
--- run_at wins over now() + delay, element by element. Ids come back in input order.
+-- run_at wins over now() + delay, element by element. Ids come back in input order; the client
+-- draws them (one os.urandom, a binary uuid[]: issue 23), the server only for a keyed batch.
 select e.id from {{ s }}.enqueue_json(
     %(types)s::pg_catalog.jsonb, %(payloads)s::pg_catalog.jsonb, %(priorities)s,
     (select pg_catalog.array_agg(
@@ -24,7 +25,7 @@ select e.id from {{ s }}.enqueue_json(
      from rows from (pg_catalog.unnest(%(run_ats)s::pg_catalog.timestamptz[]),
                      pg_catalog.unnest(%(delays)s::interval[])) with ordinality as u(r, d, o)),
     %(max_attempts)s, %(idempotency_keys)s, %(trace_context)s::pg_catalog.jsonb,
-        %(concurrency_keys)s) as e(id)
+        %(concurrency_keys)s, %(ids)s::pg_catalog.uuid[]) as e(id)
 
 -- name: complete
 -- ids and attempts arrive as array literals, the results as one JSON array (see complete_params).

@@ -67,6 +67,27 @@ def test_enqueue_many_keeps_order(db_url: str, session: Session) -> None:
     assert jobkit.enqueue_many(db_url, []) == []
 
 
+def test_enqueue_many_ids_are_random_version_4_uuids(db_url: str, session: Session) -> None:
+    """The client draws a plain batch's ids (issue 23): gen_random_uuid()'s kind, each stored once."""
+    ids = jobkit.enqueue_many(db_url, [NewJob("t", {"i": i}) for i in range(2000)])
+    assert all(i.version == 4 and i.variant == uuid.RFC_4122 for i in ids)
+    assert len(set(ids)) == 2000
+    assert session.scalar("select count(*) from jobkit.jobs where id = any(%s)", (ids,)) == 2000
+
+
+def test_the_binary_id_array_reads_back_as_its_uuids(session: Session) -> None:
+    """connector.uuid_array's bytes are what the server's array_recv takes, empty included, once
+    Session.adapt has taught the connection the type."""
+    from jobkit.connector import uuid_array
+    from jobkit.lifecycle import new_ids
+
+    raw = new_ids(3)
+    session.adapt()
+    assert session.scalar("select %s::uuid[]", (uuid_array(raw),)) == [
+        uuid.UUID(bytes=raw[k:k + 16]) for k in (0, 16, 32)]
+    assert session.scalar("select %s::uuid[]", (uuid_array(b""),)) == []
+
+
 def test_bad_target() -> None:
     with pytest.raises(ConfigError, match="cannot enqueue into a int"):
         jobkit.enqueue(42, "t", {})

@@ -223,6 +223,29 @@ def test_enqueue_json_rejects_malformed_documents(session: Session) -> None:
     assert session.scalar("select count(*) from jobkit.jobs") == 0
 
 
+def test_enqueue_json_takes_the_callers_ids_on_the_plain_path(session: Session) -> None:
+    """p_ids (issue 23): one id a job, used as the new jobs' ids in input order; a wrong count is
+    refused before anything is inserted; a keyed batch (enqueue_many's path) draws its own."""
+    import uuid
+
+    import pytest
+    from jobkit.exceptions import DatabaseError
+
+    given = [uuid.uuid4() for _ in range(3)]
+    got = [r["id"] for r in session.all(
+        "select e.id from jobkit.enqueue_json('\"t\"', '[{\"i\": 0}, {\"i\": 1}, {\"i\": 2}]', p_ids => %s) "
+        "as e(id)", (given,))]
+    assert got == given
+    stored = {r["id"]: r["payload"]["i"] for r in session.all("select id, payload from jobkit.jobs")}
+    assert [stored[i] for i in given] == [0, 1, 2]
+    with pytest.raises(DatabaseError, match="p_ids must hold one id a job"):
+        session.execute("select jobkit.enqueue_json('\"t\"', '[1, 2]', p_ids => %s)", (given,))
+    assert session.scalar("select count(*) from jobkit.jobs") == 3
+    keyed = session.scalar("select jobkit.enqueue_json('\"t\"', '[1]', p_idempotency_key => '{k}', "
+                           "p_ids => %s)", ([uuid.uuid4()],))
+    assert keyed not in given and session.scalar("select count(*) from jobkit.jobs") == 4
+
+
 def test_idempotency_key_frees_up_once_the_job_finished(manager: Lifecycle) -> None:
     first = manager.enqueue(NewJob("t", {}, idempotency_key="k"))
     [job] = manager.claim("t", 1, "w", MIN)

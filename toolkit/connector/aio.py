@@ -22,7 +22,7 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..exceptions import ConnectionFailed
-from . import Params, Row, Runnable, T, _q, _translated, redact
+from . import Params, Row, Runnable, T, _q, _translated, adapt, redact
 
 _decoder = json.JSONDecoder()
 _decode = _decoder.decode
@@ -52,6 +52,7 @@ def _loads(data: str | bytes) -> Any:
 
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     set_json_loads(_loads, conn)
+    adapt(conn)
 
 
 class AsyncSession:
@@ -60,6 +61,10 @@ class AsyncSession:
 
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
         self._conn = conn
+
+    def adapt(self) -> None:
+        """As Session.adapt: jobkit's own parameter types, before a statement that sends one."""
+        adapt(self._conn)
 
     @classmethod
     @asynccontextmanager

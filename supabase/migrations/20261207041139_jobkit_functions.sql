@@ -1,4 +1,4 @@
--- jobkit-functions: 096ca2e3659faad625a28bbc4524189fac54ea12f1ebdf3145dcbf2a357ba45c
+-- jobkit-functions: 6b30b68ed345cdc19663cf61bd6c4c49c91a0e07122767f532cd00f7f8c8764c
 -- sql/functions/ as one Supabase CLI migration (`jobkit render --supabase`). `jobkit deploy` applies
 -- those files statement by statement; a migration file is a plain script, so this one replaces what
 -- a database already has wholesale: the EXECUTE grants other roles hold are kept, every function
@@ -368,7 +368,10 @@ $$;
 -- Bulk enqueue as the Python client sends it: types and payloads as JSON documents (types: an array,
 -- or one string for all), the other columns as arrays (null = defaults). Without idempotency keys
 -- the rows are inserted straight from the documents (no jsonb[] built in between); with keys it is
--- enqueue_many. Returns the ids in input order. p_trace_context: as enqueue_many's.
+-- enqueue_many. Returns the ids in input order. p_trace_context: as enqueue_many's. p_ids (issue 23):
+-- the new jobs' ids drawn by the caller, one a job (the Python client's: one os.urandom, version-4
+-- bits set, sent as a binary array); used on the plain path only (a keyed or fair batch draws its
+-- own); null: drawn here with gen_random_uuid(), which costs 8,600 instructions a job.
 create or replace function "jobkit".enqueue_json(
     p_types jsonb,
     p_payloads jsonb,
@@ -377,7 +380,8 @@ create or replace function "jobkit".enqueue_json(
     p_max_attempts int[] default null,
     p_idempotency_key text[] default null,
     p_trace_context jsonb default null,
-    p_concurrency_key text[] default null
+    p_concurrency_key text[] default null,
+    p_ids uuid[] default null
 ) returns setof uuid
 language plpgsql volatile set search_path = '' as $$
 declare
@@ -392,6 +396,9 @@ begin
         raise exception 'jobkit.enqueue_json: p_types and p_payloads must have the same length'
             using errcode = '22023';
     end if;
+    if pg_catalog.cardinality(p_ids) <> jsonb_array_length(p_payloads) then
+        raise exception 'jobkit.enqueue_json: p_ids must hold one id a job' using errcode = '22023';
+    end if;
     if (p_idempotency_key is not null and cardinality(array_remove(p_idempotency_key, null)) > 0)
        or (p_concurrency_key is not null and cardinality(array_remove(p_concurrency_key, null)) > 0)
        or exists (select 1 from "jobkit".job_types t where t.fair and p_types ? t.type) then
@@ -405,7 +412,10 @@ begin
         return;
     end if;
     -- Ids are drawn first, so they come back in input order whatever order the insert runs in.
-    v_ids := array(select gen_random_uuid() from generate_series(1, jsonb_array_length(p_payloads)));
+    v_ids := p_ids;
+    if v_ids is null then
+        v_ids := array(select gen_random_uuid() from generate_series(1, jsonb_array_length(p_payloads)));
+    end if;
     v_one := case when jsonb_typeof(p_types) = 'string' then p_types #>> '{}' end;
     insert into "jobkit".jobs (id, type, payload, priority, scheduled_for, max_attempts, trace_context)
     select v_ids[e.n], coalesce(v_one, p_types ->> (e.n - 1)::int), e.v, coalesce(p_priority[e.n], 0),

@@ -22,10 +22,10 @@ from uuid import UUID
 import psycopg
 
 from . import tracing
-from .connector import Database, Session
+from .connector import Database, Session, sqlstate
 from .connector.aio import AsyncSession
 from .durations import parse_duration
-from .exceptions import ConfigError
+from .exceptions import ConfigError, DatabaseError, NotDeployed
 from .jobs import JobResult, NewJob, TraceContext
 from .lifecycle import PLAIN_TAIL, Lifecycle, Statements, plain_types
 from .validate import integer, stored_time, type_name
@@ -106,7 +106,7 @@ def enqueue_many(target: Any, jobs: Sequence[NewJob], *, schema: str = "jobkit",
         if _is_supabase(target):
             ids = _supabase_many(target, jobs, api_schema, traced.context)
         else:
-            with _session(target) as session:
+            with _session(target) as session, _functions_current():
                 ids = Lifecycle(session, schema).enqueue_many(jobs, traced.context)
         traced.sent(ids)
         return ids
@@ -176,9 +176,24 @@ async def enqueue_many_async(target: str | psycopg.AsyncConnection[Any], jobs: S
     with tracing.enqueueing(_types(jobs)) as traced:
         async with _async_session(target) as session:
             session.adapt()  # the ids travel as a connector.UuidArray
-            ids = await session.run(Statements(schema).enqueue_many(jobs, traced.context))
+            with _functions_current():
+                ids = await session.run(Statements(schema).enqueue_many(jobs, traced.context))
         traced.sent(ids)
         return ids
+
+
+@contextmanager
+def _functions_current() -> Iterator[None]:
+    """A bulk enqueue against a database whose jobkit functions predate this client (enqueue_json
+    took its ``p_ids`` at stop 34: deploy first): NotDeployed naming the fix, not a bare "function
+    does not exist"."""
+    try:
+        yield
+    except DatabaseError as exc:
+        if sqlstate(exc) != "42883":  # undefined_function
+            raise
+        raise NotDeployed(f"{exc.message}: this database's jobkit functions are older than this jobkit",
+                          hint="run `jobkit deploy` with this version before its producers start") from exc
 
 
 @asynccontextmanager

@@ -14,10 +14,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import jobkit
 import pytest
 from jobkit.config import RateLimitConfig, Settings, UserApiConfig
 from jobkit.connector import Database, Session
-from jobkit.exceptions import PrerequisiteError
+from jobkit.exceptions import NotDeployed, PrerequisiteError
 from jobkit.jobs import NewJob
 from jobkit.lifecycle import Lifecycle
 from jobkit.schema.deploy import DeployOptions, deploy
@@ -79,7 +80,15 @@ def test_uuid_owners_become_text_without_rewriting_jobs(old: tuple[Session, Sett
     enqueue = f"select {USER}.enqueue('export', '{{}}')"
     a1, a2, b1 = call(s, ALICE, enqueue), call(s, ALICE, enqueue), call(s, BOB, enqueue)
     life = Lifecycle(s)
-    backend = life.enqueue_many([NewJob("plain", {"n": n}) for n in range(50)])
+    # This jobkit's bulk enqueue needs this version's functions (enqueue_json's p_ids): against the
+    # old ones it is refused with the fix named, and nothing is inserted. The old schema's own insert:
+    with pytest.raises(NotDeployed, match="older than this jobkit") as refused:
+        jobkit.enqueue_many(s, [NewJob("plain", {"n": n}) for n in range(50)])
+    assert "jobkit deploy" in refused.value.hint
+    assert s.scalar("select count(*) from jobkit.jobs where type = 'plain'") == 0
+    backend = [r["id"] for r in s.all("insert into jobkit.jobs (type, payload) select 'plain', "
+                                      "pg_catalog.jsonb_build_object('n', g) from generate_series(0, 49) g "
+                                      "returning id")]
     [claimed] = life.claim("export", 1, "w", timedelta(minutes=5))
     assert claimed.id == a1
     assert s.scalar("select pg_catalog.format_type(atttypid, null) from pg_attribute "

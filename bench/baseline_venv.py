@@ -8,11 +8,13 @@ file; a later run reuses the venv. $JOBKIT_BENCH_CACHE moves the cache."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +64,16 @@ def working_tree() -> Side:
     head = _git("log", "-1", "--format=%h") or "unknown"
     dirty = _git("status", "--porcelain", "--", "toolkit", "sql", "templates", "pyproject.toml")
     return Side(f"working tree ({head}{' + changes' if dirty else ''})", Path(sys.executable))
+
+
+def add_ref_option(ap: argparse.ArgumentParser, what: str = "this commit") -> None:
+    """The bench tools' ``--ref REF`` (repeatable): also measure REF, built by :func:`build`."""
+    ap.add_argument("--ref", action="append", default=[], help=f"also measure {what} (repeatable)")
+
+
+def measured_sides(refs: Sequence[str]) -> list[Side]:
+    """The working tree first, then each ``--ref`` in the order given (built once, then cached)."""
+    return [working_tree(), *(build(r) for r in refs)]
 
 
 def build(ref: str, echo: object = print) -> Side:

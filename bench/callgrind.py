@@ -38,7 +38,7 @@ import tempfile
 from pathlib import Path
 
 from .baseline import installer
-from .baseline_venv import Side, build, working_tree
+from .baseline_venv import Side, add_ref_option, measured_sides
 from .cluster import BenchCluster
 from .common import JOB_TYPE
 
@@ -293,7 +293,7 @@ def _set_records(n: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.callgrind")
-    ap.add_argument("--ref", action="append", default=[], help="also measure this commit (repeatable)")
+    add_ref_option(ap)
     ap.add_argument("--n", type=int, default=200, help="operations beyond the warm-up (bulk/drain: /10)")
     ap.add_argument("--ops", default="single,bulk,drain",
                     help="any of single,bulk,drain,steps,stepsq,gather,rawjobs,rawmin,fn1,fn2")
@@ -304,7 +304,7 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=None, help="keep the callgrind files here")
     args = ap.parse_args()
     _set_records(args.records)
-    sides = [working_tree(), *(build(r) for r in args.ref)]
+    sides = measured_sides(args.ref)
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
         run(args, sides, args.keep)

@@ -28,7 +28,7 @@ import psycopg
 import psycopg.conninfo
 
 from .baseline import installer
-from .baseline_venv import DRIVER, Side, build, working_tree
+from .baseline_venv import DRIVER, Side, add_ref_option, measured_sides
 from .cluster import BenchCluster
 
 #: Run in the side's interpreter: fill, then (after the parent's reset) drain; print the timing.
@@ -156,7 +156,7 @@ def report(res: dict[str, Any], top: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.drain_wire")
-    ap.add_argument("--ref", action="append", default=[], help="also measure this commit")
+    add_ref_option(ap)
     ap.add_argument("--n", type=int, default=20000, help="jobs per drain")
     ap.add_argument("--rounds", type=int, default=1, help="measure each side this many times, alternating")
     ap.add_argument("--top", type=int, default=25, help="statements listed per side")
@@ -170,7 +170,7 @@ def main() -> None:
                     help="the working tree's jobs over K concurrency keys of a fair type (bench/keys.py)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
-    sides = [working_tree(), *(build(r) for r in args.ref)]
+    sides = measured_sides(args.ref)
     extra = {"shared_preload_libraries": "pg_cron,pg_stat_statements"}
     results = []
     with BenchCluster(echo=lambda _s: None, extra=extra).start() as cluster:

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from . import callgrind, steps_wire
-from .baseline_venv import Side, build, working_tree
+from .baseline_venv import Side, add_ref_option, measured_sides
 from .drain_wire import _child
 
 
@@ -75,7 +75,7 @@ def measure(side: Side, small: int, big: int, claimers: int | None = None, keys:
 
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.drain_wire_cg")
-    ap.add_argument("--ref", action="append", default=[], help="also measure this commit")
+    add_ref_option(ap)
     ap.add_argument("--small", type=int, default=1000, help="jobs in the first drain")
     ap.add_argument("--big", type=int, default=3000, help="jobs in the second drain")
     ap.add_argument("--rounds", type=int, default=1, help="measure each side this many times")
@@ -84,7 +84,7 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=0,
                     help="the working tree's jobs over K concurrency keys of a fair type (bench/keys.py)")
     args = ap.parse_args()
-    sides = [working_tree(), *(build(r) for r in args.ref)]
+    sides = measured_sides(args.ref)
     for _ in range(args.rounds):
         for side in sides:
             mine = side.label == sides[0].label

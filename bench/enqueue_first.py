@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .baseline_venv import Side, build, working_tree
+from .baseline_venv import Side, add_ref_option, measured_sides
 from .cluster import BenchCluster
 
 #: Run by the side's own interpreter (-I): JSON with each call's client wall/cpu and server cpu.
@@ -143,7 +143,7 @@ def _summary(label: str, runs: list[dict[str, Any]], size: int) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.enqueue_first")
-    ap.add_argument("--ref", action="append", default=[], help="also measure this commit (repeatable)")
+    add_ref_option(ap)
     ap.add_argument("--runs", type=int, default=4, help="fresh processes per side and shape")
     ap.add_argument("--calls", type=int, default=20, help="calls of 1,000 in the driver's shape")
     ap.add_argument("--big", type=int, default=20_000, help="jobs in the one-call shape (0: skip it)")
@@ -155,7 +155,7 @@ def main() -> None:
     ap.add_argument("--instructions", action="store_true",
                     help="instead: count the client's instructions under callgrind (load-independent)")
     args = ap.parse_args()
-    sides = [working_tree(), *(build(r) for r in args.ref)]
+    sides = measured_sides(args.ref)
     results: dict[tuple[int, str], list[dict[str, Any]]] = {}
     pgq_rates: dict[str, list[float]] = {}
     print(f"load average at start: {os.getloadavg()}")

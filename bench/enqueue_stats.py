@@ -14,7 +14,7 @@ import json
 import subprocess
 from typing import Any
 
-from .baseline_venv import Side, build, working_tree
+from .baseline_venv import Side, add_ref_option, measured_sides
 from .cluster import BenchCluster
 
 #: Run by the side's own interpreter: prints the seconds each call took, as JSON.
@@ -68,14 +68,14 @@ def _side(cluster: BenchCluster, side: Side, args: argparse.Namespace, db: str) 
 
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.enqueue_stats")
-    ap.add_argument("--ref", action="append", default=[], help="also measure this commit's enqueue_many")
+    add_ref_option(ap, "this commit's enqueue_many")
     ap.add_argument("--calls", type=int, default=40, help="calls of 1,000 jobs per side")
     ap.add_argument("--rounds", type=int, default=2, help="sides alternate this many times")
     ap.add_argument("--top", type=int, default=8, help="statements listed per side")
     args = ap.parse_args()
     extra: dict[str, Any] = {"shared_preload_libraries": "pg_cron,pg_stat_statements",
                              "track_io_timing": "on"}
-    sides = [working_tree(), *(build(r) for r in args.ref)]
+    sides = measured_sides(args.ref)
     with BenchCluster(extra=extra) as cluster:
         with cluster.admin() as s:
             s.execute("create extension if not exists pg_stat_statements")

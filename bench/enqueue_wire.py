@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from . import callgrind, steps_wire
-from .baseline_venv import Side, build, working_tree
+from .baseline_venv import Side, add_ref_option, measured_sides
 from .steps_wire import Server
 
 BULK = 1000
@@ -90,7 +90,7 @@ def _side(side: Side, args: argparse.Namespace, out: Path) -> None:
 def main() -> None:
     global BULK  # noqa: PLW0603 - the harness's one knob, read by _backend and _side
     ap = argparse.ArgumentParser(prog="python -m bench.enqueue_wire")
-    ap.add_argument("--ref", action="append", default=[], help="also measure this commit's enqueue_many")
+    add_ref_option(ap, "this commit's enqueue_many")
     ap.add_argument("--n", type=int, default=4, help="calls beyond the warm-up")
     ap.add_argument("--warm", type=int, default=3, help="warm-up calls")
     ap.add_argument("--rounds", type=int, default=1, help="measure each side this many times")
@@ -104,7 +104,7 @@ def main() -> None:
     BULK = args.bulk
     steps_wire.PORT = PORT
     with tempfile.TemporaryDirectory(prefix="jk-ewire-out-") as tmp:
-        for i, side in enumerate([working_tree(), *(build(r) for r in args.ref)]):
+        for i, side in enumerate(measured_sides(args.ref)):
             out = (args.keep or Path(tmp)) / f"side{i}"
             out.mkdir(parents=True, exist_ok=True)
             _side(side, args, out)

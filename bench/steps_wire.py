@@ -32,7 +32,7 @@ from typing import Any
 from uuid import UUID
 
 from . import callgrind
-from .baseline_venv import Side, build, working_tree
+from .baseline_venv import Side, add_ref_option, measured_sides, working_tree
 
 PORT = 5491
 
@@ -189,7 +189,7 @@ def _side(side: Side, args: argparse.Namespace, out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.steps_wire")
-    ap.add_argument("--ref", action="append", default=[], help="also measure this commit as it sent them")
+    add_ref_option(ap, "this commit as it sent them")
     ap.add_argument("--records", type=int, default=16, help="records (load: jobs) per statement")
     ap.add_argument("--n", type=int, default=40, help="statements beyond the warm-up")
     ap.add_argument("--warm", type=int, default=callgrind.WARM_PLANNED, help="warm-up statements")
@@ -201,7 +201,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="jk-wire-out-") as tmp:
         out = args.keep or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
-        for side in [working_tree(), *(build(r) for r in args.ref)]:
+        for side in measured_sides(args.ref):
             args_side = argparse.Namespace(**{**vars(args), "ref": side.label != working_tree().label})
             _side(side, args_side, out)
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import psycopg
 
-from .baseline_venv import Side, build, working_tree
+from .baseline_venv import Side, add_ref_option, measured_sides
 from .callgrind import Deployed, top
 from .triggers import TABLE, TRIGGER
 
@@ -111,14 +111,14 @@ class TriggerSide(Deployed):
 
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.triggers_callgrind")
-    ap.add_argument("--ref", action="append", default=[], help="also measure this commit (repeatable)")
+    add_ref_option(ap)
     ap.add_argument("--n", type=int, default=200,
                     help="single: rows beyond the warm-up; bulk: N/50 statements")
     ap.add_argument("--ops", default="single,bulk", help="any of single,bulk,bulkmove")
     ap.add_argument("--variants", default="none,jobkit", help="any of " + ",".join(VARIANTS))
     ap.add_argument("--top", type=int, default=0, help="list the K biggest inclusive costs per variant")
     args = ap.parse_args()
-    sides = [working_tree(), *(build(r) for r in args.ref)]
+    sides = measured_sides(args.ref)
     with tempfile.TemporaryDirectory(prefix="jk-cg-out-") as tmp:
         for side in sides:
             for op in args.ops.split(","):

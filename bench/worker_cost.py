@@ -36,7 +36,7 @@ from pathlib import Path
 import psycopg
 
 from .baseline import installer
-from .baseline_venv import DRIVER, Side, build, working_tree
+from .baseline_venv import DRIVER, Side, add_ref_option, measured_sides
 from .callgrind import fill_sql
 from .cluster import BenchCluster
 
@@ -110,7 +110,7 @@ def measure(cluster: BenchCluster, side: Side, name: str, args: argparse.Namespa
 
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.worker_cost")
-    ap.add_argument("--ref", action="append", default=[], help="also measure this commit (repeatable)")
+    add_ref_option(ap)
     ap.add_argument("--n", type=int, default=6000, help="jobs drained (callgrind: the longer run)")
     ap.add_argument("--small", type=int, default=2000, help="jobs of callgrind's shorter run")
     ap.add_argument("--cpu-runs", type=int, default=3, help="timed runs per side (the least CPU is shown)")
@@ -118,7 +118,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.small >= args.n:
         ap.error("--small must be less than --n")
-    sides = [working_tree(), *(build(r) for r in args.ref)]
+    sides = measured_sides(args.ref)
     with BenchCluster(echo=lambda _m: None) as cluster, tempfile.TemporaryDirectory(prefix="jk-wc-") as tmp:
         for i, side in enumerate(sides):
             cluster.register(f"side{i}", installer(side))
